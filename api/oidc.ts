@@ -1,0 +1,62 @@
+/**
+ * Member logins (`user_session`): OIDC access tokens (JWTs) from the configured issuer, verified with jose against
+ * the issuer's JSON Web Key Set (fetched and cached by jose, refetched when an unknown key id appears).
+ */
+import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
+import type { OidcConfig } from '../core/config.ts';
+
+export interface MemberLogin {
+  issuer: string;
+  subject: string;
+  email: string;
+}
+
+export class LoginVerifier {
+  private keySet: ReturnType<typeof createRemoteJWKSet> | undefined;
+  private discovering: Promise<ReturnType<typeof createRemoteJWKSet>> | undefined;
+
+  constructor(private readonly config: OidcConfig) {}
+
+  get issuer(): string {
+    return this.config.issuer;
+  }
+
+  private async keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
+    if (this.keySet !== undefined) return this.keySet;
+    this.discovering ??= (async () => {
+      let jwksUri = this.config.jwksUri;
+      if (jwksUri === undefined) {
+        const base = this.config.issuer.replace(/\/$/, '');
+        const response = await fetch(`${base}/.well-known/openid-configuration`, { redirect: 'error' });
+        if (!response.ok) throw new Error(`OIDC discovery answered ${response.status}`);
+        const document = (await response.json()) as { jwks_uri?: unknown };
+        if (typeof document.jwks_uri !== 'string') throw new Error('OIDC discovery has no jwks_uri');
+        jwksUri = document.jwks_uri;
+      }
+      this.keySet = createRemoteJWKSet(new URL(jwksUri));
+      return this.keySet;
+    })().finally(() => {
+      this.discovering = undefined;
+    });
+    return this.discovering;
+  }
+
+  /** The member login a token proves, or undefined when it is not a valid login of the configured issuer. */
+  async verify(token: string): Promise<MemberLogin | undefined> {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, await this.keys(), {
+        issuer: this.config.issuer,
+        audience: this.config.audience,
+        algorithms: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'],
+      }));
+    } catch (error) {
+      if (error instanceof errors.JOSEError) return undefined;
+      throw error;
+    }
+    const email = payload[this.config.emailClaim];
+    if (typeof payload.sub !== 'string' || typeof email !== 'string' || email === '') return undefined;
+    if (payload.email_verified === false) return undefined;
+    return { issuer: this.config.issuer, subject: payload.sub, email };
+  }
+}

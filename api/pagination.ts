@@ -1,0 +1,100 @@
+/**
+ * Lists (section 4): newest first, `limit` 1-200 (default 50), an opaque `cursor`. Pages are keyset pages over
+ * `(created_at, id)`, so rows inserted between requests never shift a page (no duplicates, no skips). A cursor is the
+ * last row's position, bound to its list and owner and signed with the service's cursor key: a malformed,
+ * tampered or foreign cursor is 400 `invalid_cursor`.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { type Static, Type } from 'typebox';
+import type { Queryable } from '../core/database.ts';
+import { ApiError } from '../core/errors.ts';
+import { isUuid } from '../core/ids.ts';
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size, 1 to 200' }),
+    cursor: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 512, description: 'nextCursor of the previous page' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ListQuery = Static<typeof ListQuery>;
+
+export function pageOf<T extends ReturnType<typeof Type.Object>>(item: T) {
+  return Type.Object({ data: Type.Array(item), nextCursor: Type.Union([Type.String(), Type.Null()]) });
+}
+
+interface Position {
+  ts: string;
+  id: string;
+}
+
+function sign(key: Uint8Array, payload: string): Buffer {
+  return createHmac('sha256', key).update(payload).digest().subarray(0, 16);
+}
+
+export function encodeCursor(key: Uint8Array, list: string, owner: string, position: Position): string {
+  const payload = Buffer.from(JSON.stringify([list, owner, position.ts, position.id])).toString('base64url');
+  return `${payload}.${sign(key, payload).toString('base64url')}`;
+}
+
+export function decodeCursor(key: Uint8Array, list: string, owner: string, cursor: string): Position {
+  const refuse = () => new ApiError('invalid_cursor', 'cursor is not one this list handed out');
+  const [payload, signature, extra] = cursor.split('.');
+  if (payload === undefined || signature === undefined || extra !== undefined) throw refuse();
+  const expected = sign(key, payload);
+  const given = Buffer.from(signature, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw refuse();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+  } catch {
+    throw refuse();
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 4) throw refuse();
+  const [cursorList, cursorOwner, ts, id] = parsed as unknown[];
+  if (cursorList !== list || cursorOwner !== owner || typeof ts !== 'string' || typeof id !== 'string' || !isUuid(id)) {
+    throw refuse();
+  }
+  return { ts, id };
+}
+
+export interface PageRequest {
+  db: Queryable;
+  key: Uint8Array;
+  /** Names the list, so that one list's cursor is refused by another. */
+  list: string;
+  /** The application or workspace the list belongs to. */
+  owner: string;
+  /** `SELECT <columns> FROM <table>`; the columns must include `id` and `created_at::text AS cursor_ts`. */
+  select: string;
+  /** Conditions over `$1..$n`. */
+  where: string;
+  params: unknown[];
+  query: ListQuery;
+}
+
+export async function listPage<Row extends { id: string; cursor_ts: string }>(
+  request: PageRequest,
+): Promise<{ rows: Row[]; nextCursor: string | null }> {
+  const params = [...request.params];
+  let where = request.where;
+  if (request.query.cursor !== undefined) {
+    const position = decodeCursor(request.key, request.list, request.owner, request.query.cursor);
+    params.push(position.ts, position.id);
+    where += ` AND (created_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`;
+  }
+  params.push(request.query.limit + 1);
+  const result = await request.db.query<Row>(
+    `${request.select} WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+    params,
+  );
+  const rows = result.rows.slice(0, request.query.limit);
+  const last = rows[rows.length - 1];
+  const nextCursor =
+    result.rows.length > request.query.limit && last !== undefined
+      ? encodeCursor(request.key, request.list, request.owner, { ts: last.cursor_ts, id: last.id })
+      : null;
+  return { rows, nextCursor };
+}

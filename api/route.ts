@@ -1,0 +1,150 @@
+/**
+ * How a route plugin implements an operation: it names the operation, gives the TypeBox schemas of its request and
+ * answer, and a handler that returns `{ status, body }` or throws an ApiError. Authentication, authorization,
+ * workspace reach and idempotency are applied here, the same way for every operation.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import type { TSchema } from 'typebox';
+import type { Config } from '../core/config.ts';
+import type { Queryable } from '../core/database.ts';
+import { ApiError } from '../core/errors.ts';
+import type { SigningKeys } from '../core/service-secret.ts';
+import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
+import { type Answer, fingerprint, runIdempotent } from './idempotency.ts';
+import type { LoginVerifier } from './oidc.ts';
+import { isMutation, type Operation, operationById } from './operations.ts';
+
+export interface Services {
+  config: Config;
+  pool: pg.Pool;
+  keys: SigningKeys;
+  logins: LoginVerifier | undefined;
+  /** Schemas of the operations implemented so far, by operation id (for OpenAPI). */
+  implemented: Map<string, OperationSchemas>;
+}
+
+export interface OperationSchemas {
+  body?: TSchema;
+  querystring?: TSchema;
+  params?: TSchema;
+  /** The answer of success, by status code. */
+  response?: Record<number, TSchema>;
+}
+
+export interface HandlerContext {
+  request: FastifyRequest;
+  principal: Principal;
+  /** The workspace the request reaches; set for operations whose workspace comes from headers or the path. */
+  workspace: WorkspaceRef | undefined;
+  /** Inside the idempotent transaction for mutations, the pool for reads. */
+  db: Queryable;
+  // biome-ignore lint/suspicious/noExplicitAny: bodies and queries are checked against the schemas before this runs
+  body: any;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  query: any;
+  params: Record<string, string>;
+  services: Services;
+}
+
+export interface OperationDefinition {
+  schemas: OperationSchemas;
+  /** The body may be left out entirely (it is then `{}`). */
+  optionalBody?: boolean;
+  handler: (context: HandlerContext) => Promise<Answer>;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    operation?: Operation;
+  }
+  interface FastifyRequest {
+    principal?: Principal;
+    idempotencyKey?: string;
+  }
+}
+
+export function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+async function workspaceOf(operation: Operation, context: Omit<HandlerContext, 'workspace' | 'db' | 'body'>) {
+  const { principal, request, services } = context;
+  switch (operation.workspace) {
+    case 'header':
+      return workspaceFromHeaders(services.pool, principal, request.headers, true);
+    case 'optional':
+      return workspaceFromHeaders(services.pool, principal, request.headers, false);
+    case 'path':
+      return workspaceFromPath(services.pool, principal, context.params.id as string);
+    case 'none':
+      return undefined;
+  }
+}
+
+/** The scope idempotency keys live in: the credential's application (a member login: its subject). */
+function idempotencyScope(principal: Principal): string {
+  if (principal.applicationId !== null) return `application:${principal.applicationId}`;
+  return `login:${principal.login?.issuer}:${principal.login?.subject}`;
+}
+
+export function defineOperation(app: FastifyInstance, services: Services, id: string, definition: OperationDefinition) {
+  const operation = operationById.get(id);
+  if (operation === undefined) throw new Error(`unknown operation ${id}`);
+  services.implemented.set(id, definition.schemas);
+  app.route({
+    method: operation.method,
+    url: operation.path,
+    config: { operation },
+    schema: {
+      ...(definition.schemas.body ? { body: definition.schemas.body } : {}),
+      ...(definition.schemas.querystring ? { querystring: definition.schemas.querystring } : {}),
+      ...(definition.schemas.params ? { params: definition.schemas.params } : {}),
+    },
+    ...(definition.optionalBody
+      ? {
+          preValidation: async (request: FastifyRequest) => {
+            request.body ??= {};
+          },
+        }
+      : {}),
+    handler: async (request, reply) => {
+      const principal = request.principal as Principal;
+      const base = {
+        request,
+        principal,
+        params: (request.params ?? {}) as Record<string, string>,
+        query: request.query,
+        services,
+      };
+      const workspace = await workspaceOf(operation, base);
+      if (!isMutation(operation.method)) {
+        const answer = await definition.handler({ ...base, workspace, db: services.pool, body: request.body });
+        return reply.code(answer.status).send(answer.body);
+      }
+      const stored = await runIdempotent(
+        services.pool,
+        idempotencyScope(principal),
+        request.idempotencyKey as string,
+        fingerprint({
+          method: request.method,
+          url: request.url,
+          workspaceHeaders: [
+            header(request, 'x-service-workspace-id'),
+            header(request, 'x-service-external-workspace-id'),
+          ],
+          body: request.body,
+        }),
+        (db) => definition.handler({ ...base, workspace, db, body: request.body }),
+      );
+      if (stored.replayed) reply.header('idempotent-replayed', 'true');
+      return reply.code(stored.status).type('application/json; charset=utf-8').send(stored.body);
+    },
+  });
+}
+
+export function requireWorkspace(context: HandlerContext): WorkspaceRef {
+  if (context.workspace === undefined) throw new ApiError('invalid_request', 'this operation needs a workspace');
+  return context.workspace;
+}

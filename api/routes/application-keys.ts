@@ -1,0 +1,105 @@
+/** Operations 3-5: application keys, rotated with overlap (the new key works before the old one is revoked). */
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { ApiError } from '../../core/errors.ts';
+import { issueKey, type KeyRow, keyColumns, keyJson } from '../../core/identity/applications.ts';
+import type { Scope } from '../../core/scopes.ts';
+import { ListQuery, listPage } from '../pagination.ts';
+import { defineOperation, type Services } from '../route.ts';
+import { DateTime, IdParams, ScopeList, Uuid } from '../schemas.ts';
+
+const maxOverlapDays = 30;
+
+export const ApplicationKey = Type.Object({
+  id: Uuid,
+  name: Type.Union([Type.String(), Type.Null()]),
+  prefix: Type.String({ description: 'The first characters of the key, to tell keys apart' }),
+  scopes: Type.Array(Type.String()),
+  workspaceId: Type.Union([Uuid, Type.Null()], { description: 'Set for workspace keys' }),
+  createdAt: DateTime,
+  lastUsedAt: Type.Union([DateTime, Type.Null()]),
+  revokedAt: Type.Union([DateTime, Type.Null()], { description: 'When the key stops (or stopped) working' }),
+});
+
+export const IssuedKey = Type.Object({
+  key: ApplicationKey,
+  apiKey: Type.String({ description: 'The secret, shown this once' }),
+});
+
+/** A new key's scopes: those asked for, at most the caller's own (no escalation). */
+export function grantableScopes(requested: string[] | undefined, held: ReadonlySet<string>): Scope[] {
+  const scopes = requested ?? [...held];
+  const beyond = scopes.filter((scope) => !held.has(scope));
+  if (beyond.length > 0) {
+    throw new ApiError('insufficient_scope', `this credential cannot grant ${beyond.join(', ')}`);
+  }
+  return scopes as Scope[];
+}
+
+export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
+  defineOperation(app, services, 'createApplicationKey', {
+    optionalBody: true,
+    schemas: {
+      body: Type.Object(
+        { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), scopes: Type.Optional(ScopeList) },
+        { additionalProperties: false },
+      ),
+      response: { 201: IssuedKey },
+    },
+    handler: async ({ db, body, principal }) => {
+      const scopes = grantableScopes(body.scopes, principal.scopes);
+      const issued = await issueKey(db, { applicationId: principal.applicationId as string, name: body.name, scopes });
+      return { status: 201, body: { key: keyJson(issued.row), apiKey: issued.secret } };
+    },
+  });
+
+  defineOperation(app, services, 'listApplicationKeys', {
+    schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(ApplicationKey) }) } },
+    handler: async ({ db, query, principal }) => {
+      const page = await listPage<KeyRow & { cursor_ts: string }>({
+        db,
+        key: services.keys.cursors,
+        list: 'application-keys',
+        owner: principal.applicationId as string,
+        select: `SELECT ${keyColumns} FROM api_keys`,
+        where: 'application_id = $1',
+        params: [principal.applicationId],
+        query,
+      });
+      return { status: 200, body: { data: page.rows.map(keyJson), nextCursor: page.nextCursor } };
+    },
+  });
+
+  defineOperation(app, services, 'revokeApplicationKey', {
+    optionalBody: true,
+    schemas: {
+      params: IdParams,
+      body: Type.Object(
+        {
+          revokeAt: Type.Optional(
+            Type.String({
+              format: 'date-time',
+              description: `When the key stops working (default now; at most ${maxOverlapDays} days ahead)`,
+            }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: ApplicationKey },
+    },
+    handler: async ({ db, body, params, principal }) => {
+      const at = body.revokeAt === undefined ? new Date() : new Date(body.revokeAt);
+      if (at.getTime() > Date.now() + maxOverlapDays * 86_400_000) {
+        throw new ApiError('invalid_request', `body.revokeAt must be within ${maxOverlapDays} days`);
+      }
+      const result = await db.query<KeyRow>(
+        `UPDATE api_keys SET revoked_at = LEAST(coalesce(revoked_at, 'infinity'), greatest($3::timestamptz, now()))
+          WHERE id = $1 AND application_id = $2 RETURNING ${keyColumns}`,
+        [params.id, principal.applicationId, at.toISOString()],
+      );
+      const row = result.rows[0];
+      if (row === undefined) throw new ApiError('not_found', 'key not found');
+      return { status: 200, body: keyJson(row) };
+    },
+  });
+}

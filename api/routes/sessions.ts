@@ -1,0 +1,133 @@
+/**
+ * Operations 1-2: end-user tokens. The backend mints a user token with its application key (scopes at most the
+ * key's; the user must exist now); a signed-in member mints their own member token from their login.
+ */
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { ApiError } from '../../core/errors.ts';
+import type { Scope } from '../../core/scopes.ts';
+import { workspaceFromHeaders } from '../auth.ts';
+import { defineOperation, type Services } from '../route.ts';
+import { DateTime, ScopeList, Uuid } from '../schemas.ts';
+import { mintToken } from '../tokens.ts';
+import { grantableScopes } from './application-keys.ts';
+
+export const Session = Type.Object({
+  token: Type.String({ description: 'Opaque; send as Authorization: Bearer' }),
+  expiresAt: DateTime,
+  applicationId: Type.String(),
+  workspaceId: Uuid,
+  externalWorkspaceId: Type.String(),
+  externalUserId: Type.Union([Type.String(), Type.Null()], { description: 'null in a member token' }),
+  userId: Type.Optional(Uuid),
+  memberId: Type.Optional(Uuid),
+  scopes: Type.Array(Type.String()),
+});
+
+export function sessionRoutes(app: FastifyInstance, services: Services) {
+  defineOperation(app, services, 'createSession', {
+    schemas: {
+      body: Type.Object(
+        {
+          externalWorkspaceId: Type.String({ minLength: 1, maxLength: 200 }),
+          externalUserId: Type.String({ minLength: 1, maxLength: 200 }),
+          scopes: ScopeList,
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: Session },
+    },
+    handler: async ({ db, body, principal }) => {
+      const scopes = grantableScopes(body.scopes, principal.scopes);
+      const found = await db.query<{ workspace_id: string; user_id: string | null }>(
+        `SELECT w.id AS workspace_id, u.id AS user_id FROM workspaces w
+           LEFT JOIN app_users u ON u.workspace_id = w.id AND u.external_user_id = $3 AND u.removed_at IS NULL
+          WHERE w.application_id = $1 AND w.external_workspace_id = $2`,
+        [principal.applicationId, body.externalWorkspaceId, body.externalUserId],
+      );
+      const row = found.rows[0];
+      if (row === undefined) throw new ApiError('not_found', `workspace "${body.externalWorkspaceId}" not found`);
+      if (row.user_id === null) throw new ApiError('not_found', `user "${body.externalUserId}" not found`);
+      const claims = {
+        kind: 'user' as const,
+        applicationId: principal.applicationId as string,
+        workspaceId: row.workspace_id,
+        externalWorkspaceId: body.externalWorkspaceId,
+        subjectId: row.user_id,
+        externalUserId: body.externalUserId,
+        scopes,
+      };
+      const { token, expiresAt } = await mintToken(services.keys.tokens, claims);
+      return {
+        status: 201,
+        body: {
+          token,
+          expiresAt: expiresAt.toISOString(),
+          applicationId: claims.applicationId,
+          workspaceId: claims.workspaceId,
+          externalWorkspaceId: claims.externalWorkspaceId,
+          externalUserId: claims.externalUserId,
+          userId: claims.subjectId,
+          scopes,
+        },
+      };
+    },
+  });
+
+  defineOperation(app, services, 'createMemberSession', {
+    optionalBody: true,
+    schemas: {
+      body: Type.Object({ scopes: Type.Optional(ScopeList) }, { additionalProperties: false }),
+      response: { 201: Session },
+    },
+    handler: async ({ db, body, principal, request }) => {
+      const login = principal.login;
+      if (login === undefined) throw new ApiError('forbidden', 'a member login is required');
+      const workspace = await workspaceFromHeaders(db, principal, request.headers, false);
+      const found = await db.query<{
+        id: string;
+        workspace_id: string;
+        scopes: string[];
+        application_id: string;
+        external_workspace_id: string;
+      }>(
+        `SELECT m.id, m.workspace_id, m.scopes, w.application_id, w.external_workspace_id
+           FROM members m JOIN workspaces w ON w.id = m.workspace_id
+          WHERE lower(m.email) = lower($1) AND ($2::uuid IS NULL OR m.workspace_id = $2)`,
+        [login.email, workspace?.id ?? null],
+      );
+      if (found.rows.length === 0) throw new ApiError('forbidden', 'this login is not a member of that workspace');
+      if (found.rows.length > 1) {
+        throw new ApiError(
+          'invalid_request',
+          'this login is a member of several workspaces: name one with header x-service-workspace-id',
+        );
+      }
+      const member = found.rows[0] as (typeof found.rows)[number];
+      const scopes = grantableScopes(body.scopes, new Set(member.scopes)) as Scope[];
+      const claims = {
+        kind: 'member' as const,
+        applicationId: member.application_id,
+        workspaceId: member.workspace_id,
+        externalWorkspaceId: member.external_workspace_id,
+        subjectId: member.id,
+        externalUserId: null,
+        scopes,
+      };
+      const { token, expiresAt } = await mintToken(services.keys.tokens, claims);
+      return {
+        status: 201,
+        body: {
+          token,
+          expiresAt: expiresAt.toISOString(),
+          applicationId: claims.applicationId,
+          workspaceId: claims.workspaceId,
+          externalWorkspaceId: claims.externalWorkspaceId,
+          externalUserId: null,
+          memberId: member.id,
+          scopes,
+        },
+      };
+    },
+  });
+}

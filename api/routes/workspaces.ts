@@ -1,0 +1,205 @@
+/** Operations 6-10: workspaces (one business the application serves) and workspace keys. */
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { ApiError } from '../../core/errors.ts';
+import { issueKey, keyJson } from '../../core/identity/applications.ts';
+import { workspaceKeyScopes } from '../../core/scopes.ts';
+import { ListQuery, listPage } from '../pagination.ts';
+import { defineOperation, type Services } from '../route.ts';
+import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { IssuedKey } from './application-keys.ts';
+
+const Prefix = Type.String({ pattern: '^\\+[0-9]{1,15}$', description: 'An E.164 prefix such as +1 or +4420' });
+
+const DestinationPolicy = Type.Object(
+  {
+    allowedPrefixes: Type.Array(Prefix, {
+      maxItems: 200,
+      description: 'Destinations calls may reach; empty means every destination',
+    }),
+    blockedPrefixes: Type.Array(Prefix, { maxItems: 200, description: 'Refused even when allowed' }),
+  },
+  { additionalProperties: false, description: 'Where forwards and outbound calls may go; emergency numbers never' },
+);
+
+const Limits = Type.Object(
+  {
+    concurrentCalls: Type.Integer({ minimum: 1, maximum: 100000 }),
+    devicesPerUser: Type.Integer({ minimum: 1, maximum: 50 }),
+  },
+  { additionalProperties: false },
+);
+
+const defaultPolicy = { allowedPrefixes: [], blockedPrefixes: [] };
+const defaultLimits = { concurrentCalls: 50, devicesPerUser: 5 };
+
+export const Workspace = Type.Object({
+  id: Uuid,
+  externalWorkspaceId: Type.String(),
+  name: Type.String(),
+  timezone: Type.String({ description: 'IANA time zone' }),
+  destinationPolicy: DestinationPolicy,
+  limits: Limits,
+  createdAt: DateTime,
+  updatedAt: DateTime,
+});
+
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Timezone = Type.String({ minLength: 1, maxLength: 100, description: 'IANA time zone, e.g. Europe/Paris' });
+
+interface WorkspaceRow {
+  id: string;
+  external_workspace_id: string;
+  name: string;
+  timezone: string;
+  destination_policy: typeof defaultPolicy;
+  limits: typeof defaultLimits;
+  created_at: Date;
+  updated_at: Date;
+  cursor_ts: string;
+}
+
+const columns =
+  'id, external_workspace_id, name, timezone, destination_policy, limits, created_at, updated_at, created_at::text AS cursor_ts';
+
+function workspaceJson(row: WorkspaceRow) {
+  return {
+    id: row.id,
+    externalWorkspaceId: row.external_workspace_id,
+    name: row.name,
+    timezone: row.timezone,
+    destinationPolicy: row.destination_policy,
+    limits: row.limits,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/** The canonical IANA name of a time zone, or a 400 naming the field. */
+export function canonicalTimezone(field: string, value: string): string {
+  try {
+    return new Intl.DateTimeFormat('en-US', { timeZone: value }).resolvedOptions().timeZone;
+  } catch {
+    throw new ApiError('invalid_request', `${field} must be an IANA time zone such as Europe/Paris, got "${value}"`);
+  }
+}
+
+export function workspaceRoutes(app: FastifyInstance, services: Services) {
+  defineOperation(app, services, 'createWorkspace', {
+    schemas: {
+      body: Type.Object(
+        {
+          externalWorkspaceId: Type.String({ minLength: 1, maxLength: 200 }),
+          name: Name,
+          timezone: Timezone,
+          destinationPolicy: Type.Optional(DestinationPolicy),
+          limits: Type.Optional(Limits),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: Workspace },
+    },
+    handler: async ({ db, body, principal }) => {
+      const timezone = canonicalTimezone('body.timezone', body.timezone);
+      const result = await db.query<WorkspaceRow>(
+        `INSERT INTO workspaces (application_id, external_workspace_id, name, timezone, destination_policy, limits)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (application_id, external_workspace_id) DO NOTHING RETURNING ${columns}`,
+        [
+          principal.applicationId,
+          body.externalWorkspaceId,
+          body.name,
+          timezone,
+          body.destinationPolicy ?? defaultPolicy,
+          body.limits ?? defaultLimits,
+        ],
+      );
+      const row = result.rows[0];
+      if (row === undefined) {
+        throw new ApiError(
+          'already_exists',
+          `a workspace with externalWorkspaceId "${body.externalWorkspaceId}" exists`,
+        );
+      }
+      return { status: 201, body: workspaceJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'listWorkspaces', {
+    schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(Workspace) }) } },
+    handler: async ({ db, query, principal }) => {
+      const page = await listPage<WorkspaceRow>({
+        db,
+        key: services.keys.cursors,
+        list: 'workspaces',
+        owner: principal.applicationId as string,
+        select: `SELECT ${columns} FROM workspaces`,
+        where: 'application_id = $1',
+        params: [principal.applicationId],
+        query,
+      });
+      return { status: 200, body: { data: page.rows.map(workspaceJson), nextCursor: page.nextCursor } };
+    },
+  });
+
+  defineOperation(app, services, 'getWorkspace', {
+    schemas: { params: IdParams, response: { 200: Workspace } },
+    handler: async ({ db, workspace }) => {
+      const result = await db.query<WorkspaceRow>(`SELECT ${columns} FROM workspaces WHERE id = $1`, [workspace?.id]);
+      const row = result.rows[0];
+      if (row === undefined) throw new ApiError('not_found', 'workspace not found');
+      return { status: 200, body: workspaceJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'updateWorkspace', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object(
+        {
+          name: Type.Optional(Name),
+          timezone: Type.Optional(Timezone),
+          destinationPolicy: Type.Optional(Type.Partial(DestinationPolicy)),
+          limits: Type.Optional(Type.Partial(Limits)),
+        },
+        { additionalProperties: false, minProperties: 1 },
+      ),
+      response: { 200: Workspace },
+    },
+    handler: async ({ db, body, workspace }) => {
+      const timezone = body.timezone === undefined ? null : canonicalTimezone('body.timezone', body.timezone);
+      const result = await db.query<WorkspaceRow>(
+        `UPDATE workspaces SET
+           name = coalesce($2, name),
+           timezone = coalesce($3, timezone),
+           destination_policy = destination_policy || $4::jsonb,
+           limits = limits || $5::jsonb,
+           updated_at = clock_timestamp()
+         WHERE id = $1 RETURNING ${columns}`,
+        [workspace?.id, body.name ?? null, timezone, body.destinationPolicy ?? {}, body.limits ?? {}],
+      );
+      const row = result.rows[0];
+      if (row === undefined) throw new ApiError('not_found', 'workspace not found');
+      return { status: 200, body: workspaceJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'createWorkspaceKey', {
+    optionalBody: true,
+    schemas: {
+      params: IdParams,
+      body: Type.Object({ name: Type.Optional(Name) }, { additionalProperties: false }),
+      response: { 201: IssuedKey },
+    },
+    handler: async ({ db, body, workspace }) => {
+      const ref = workspace as NonNullable<typeof workspace>;
+      const issued = await issueKey(db, {
+        applicationId: ref.applicationId,
+        workspaceId: ref.id,
+        name: body.name,
+        scopes: workspaceKeyScopes,
+      });
+      return { status: 201, body: { key: keyJson(issued.row), apiKey: issued.secret } };
+    },
+  });
+}

@@ -1,0 +1,56 @@
+/**
+ * The API role: the operations of `/api/v1` on top of the HTTP shell. Every operation of the registry is routed;
+ * authentication and authorization run first (onRequest), then the idempotency-key check for mutations; operations
+ * without a handler yet answer 501 `not_implemented` after that.
+ */
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../core/errors.ts';
+import { Authenticator, authorize } from './auth.ts';
+import { checkIdempotencyKey } from './idempotency.ts';
+import { openApiDocument } from './openapi.ts';
+import { isMutation, operations } from './operations.ts';
+import type { Services } from './route.ts';
+import { applicationKeyRoutes } from './routes/application-keys.ts';
+import { memberRoutes } from './routes/members.ts';
+import { sessionRoutes } from './routes/sessions.ts';
+import { userRoutes } from './routes/users.ts';
+import { workspaceRoutes } from './routes/workspaces.ts';
+
+export function registerApi(app: FastifyInstance, services: Services): void {
+  const authenticator = new Authenticator(services.pool, services.keys.tokens, services.logins, (error) =>
+    app.log.warn({ err: error }, 'could not record key use'),
+  );
+
+  app.addHook('onRequest', async (request) => {
+    const operation = request.routeOptions.config.operation;
+    if (operation === undefined) return;
+    const principal = await authenticator.authenticate(request.headers);
+    authorize(operation, principal);
+    request.principal = principal;
+    if (!services.implemented.has(operation.id)) {
+      throw new ApiError('not_implemented', `${operation.id} (operation ${operation.number}) is not available yet`);
+    }
+    if (isMutation(operation.method)) request.idempotencyKey = checkIdempotencyKey(request.headers['idempotency-key']);
+  });
+
+  sessionRoutes(app, services);
+  applicationKeyRoutes(app, services);
+  workspaceRoutes(app, services);
+  userRoutes(app, services);
+  memberRoutes(app, services);
+
+  for (const operation of operations) {
+    if (services.implemented.has(operation.id)) continue;
+    app.route({
+      method: operation.method,
+      url: operation.path,
+      config: { operation },
+      handler: async () => {
+        throw new ApiError('not_implemented', `${operation.id} is not available yet`);
+      },
+    });
+  }
+
+  const document = openApiDocument(services.implemented);
+  app.get('/openapi.json', async () => document);
+}

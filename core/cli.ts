@@ -1,0 +1,185 @@
+/**
+ * The `switchboard` command: the roles (`all`, `api`, `engine`, `operator`) and the admin commands, which work on
+ * `DATABASE_URL` or on the embedded database of `SWITCHBOARD_DATA_DIR` (joining the running service's server).
+ */
+import { parseArgs } from 'node:util';
+import { type Config, ConfigError, loadConfig } from './config.ts';
+import { openDatabase } from './database.ts';
+import {
+  ApplicationExists,
+  applicationExists,
+  createApplication,
+  issueKey,
+  resetLegacySecret,
+} from './identity/applications.ts';
+import { createMember, MemberInputError, memberJson } from './identity/members.ts';
+import { isApplicationId, isUuid } from './ids.ts';
+import { type Role, startRoles } from './roles.ts';
+import { defaultKeyScopes, parseScopeList } from './scopes.ts';
+
+const usage = `usage: switchboard <command>
+
+Roles:
+  all                      the API, engine and operator in one process (what npm start runs)
+  api | engine | operator  one role
+
+Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DIR):
+  applications create <applicationId> [--scopes a,b]   prints {"applicationId","apiKey"}; the key is shown once
+  applications keys create <applicationId> [--scopes a,b]
+                                                       issues one more application key (recovery)
+  applications secret <applicationId>                  sets the legacy application secret, shown once
+  members create --workspace <workspaceId> --email <email> [--name <name>] [--scopes a,b]
+                                                       prints the member as JSON
+`;
+
+class UsageError extends Error {}
+
+async function withDatabase<T>(config: Config, work: (pool: import('pg').Pool) => Promise<T>): Promise<T> {
+  const database = await openDatabase(config, () => {});
+  try {
+    return await work(database.pool);
+  } finally {
+    await database.close();
+  }
+}
+
+function print(value: unknown) {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
+function applicationIdArgument(value: string | undefined): string {
+  if (value === undefined || !isApplicationId(value)) {
+    throw new UsageError(`an applicationId matching ^[a-z][a-z0-9_-]{1,63}$ is required, got ${value ?? 'nothing'}`);
+  }
+  return value;
+}
+
+async function admin(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      scopes: { type: 'string' },
+      workspace: { type: 'string' },
+      email: { type: 'string' },
+      name: { type: 'string' },
+    },
+  });
+  const [noun, verb, ...rest] = positionals;
+  const scopes = values.scopes === undefined ? [...defaultKeyScopes] : parseScopeList(values.scopes);
+
+  if (noun === 'applications' && verb === 'create' && rest.length === 1) {
+    const applicationId = applicationIdArgument(rest[0]);
+    print(await withDatabase(config, (pool) => createApplication(pool, applicationId, scopes)));
+    return;
+  }
+  if (noun === 'applications' && verb === 'keys' && rest[0] === 'create' && rest.length === 2) {
+    const applicationId = applicationIdArgument(rest[1]);
+    print(
+      await withDatabase(config, async (pool) => {
+        if (!(await applicationExists(pool, applicationId))) throw new UsageError(`no application "${applicationId}"`);
+        const issued = await issueKey(pool, {
+          applicationId,
+          name: 'created by switchboard applications keys',
+          scopes,
+        });
+        return { applicationId, apiKey: issued.secret };
+      }),
+    );
+    return;
+  }
+  if (noun === 'applications' && verb === 'secret' && rest.length === 1) {
+    const applicationId = applicationIdArgument(rest[0]);
+    print(
+      await withDatabase(config, async (pool) => {
+        if (!(await applicationExists(pool, applicationId))) throw new UsageError(`no application "${applicationId}"`);
+        return { applicationId, applicationSecret: await resetLegacySecret(pool, applicationId) };
+      }),
+    );
+    return;
+  }
+  if (noun === 'members' && verb === 'create' && rest.length === 0) {
+    if (values.workspace === undefined || !isUuid(values.workspace))
+      throw new UsageError('--workspace <uuid> is required');
+    if (values.email === undefined) throw new UsageError('--email is required');
+    const input = {
+      workspaceId: values.workspace.toLowerCase(),
+      email: values.email,
+      scopes,
+      ...(values.name !== undefined ? { name: values.name } : {}),
+    };
+    print(memberJson(await withDatabase(config, (pool) => createMember(pool, input))));
+    return;
+  }
+  throw new UsageError(`unknown command: ${args.join(' ')}`);
+}
+
+async function runRoles(config: Config, roles: Set<Role>): Promise<void> {
+  const service = await startRoles(config, roles);
+  let signalled = false;
+  const stop = (signal: string) => {
+    if (signalled) return;
+    signalled = true;
+    const force = setTimeout(() => {
+      process.stderr.write(`switchboard: in-flight work did not finish within SHUTDOWN_TIMEOUT_MS after ${signal}\n`);
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`switchboard: shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+export async function main(args: string[]): Promise<number> {
+  const [command] = args;
+  try {
+    const config = loadConfig();
+    switch (command) {
+      case 'all':
+        await runRoles(config, new Set(['api', 'engine', 'operator']));
+        return 0;
+      case 'api':
+      case 'engine':
+      case 'operator':
+        await runRoles(config, new Set([command]));
+        return 0;
+      case 'applications':
+      case 'members':
+        await admin(config, args);
+        return 0;
+      case undefined:
+      case 'help':
+      case '--help':
+        process.stdout.write(usage);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      process.stderr.write(`switchboard: ${error.message}\n\n${usage}`);
+      return 2;
+    }
+    if (error instanceof ApplicationExists || error instanceof MemberInputError) {
+      process.stderr.write(`switchboard: ${error.message}\n`);
+      return 1;
+    }
+    if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      process.stderr.write(`switchboard: ${(error as Error).message}\n\n${usage}`);
+      return 2;
+    }
+    if (error instanceof Error && /unknown scope/.test(error.message)) {
+      process.stderr.write(`switchboard: ${error.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`switchboard: ${error instanceof Error ? error.stack : String(error)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * Configuration from the environment. Every variable is listed here once, with its default and its meaning; the
+ * README's configuration table is written from this list (a test keeps the two in step).
+ */
+import path from 'node:path';
+
+export interface Setting {
+  name: string;
+  default: string;
+  meaning: string;
+}
+
+export const settings: readonly Setting[] = [
+  { name: 'PORT', default: '8080', meaning: 'TCP port of the HTTP API (and of health and metrics under `all`).' },
+  { name: 'HOST', default: '127.0.0.1', meaning: 'Address the HTTP API listens on (`0.0.0.0` in a container).' },
+  {
+    name: 'DATABASE_URL',
+    default: '(unset)',
+    meaning: 'PostgreSQL 15+ connection string. Unset: an embedded PostgreSQL under `SWITCHBOARD_DATA_DIR`.',
+  },
+  { name: 'DATABASE_POOL_SIZE', default: '10', meaning: 'Connections in the pool of each process.' },
+  {
+    name: 'SWITCHBOARD_DATA_DIR',
+    default: './.switchboard',
+    meaning: 'Folder for the embedded PostgreSQL data; kept across restarts.',
+  },
+  {
+    name: 'EMBEDDED_POSTGRES_PORT',
+    default: '54329',
+    meaning: 'Port of the embedded PostgreSQL (loopback only).',
+  },
+  {
+    name: 'SWITCHBOARD_SECRET',
+    default: '(generated)',
+    meaning:
+      'Secret (32+ characters) that signs end-user tokens and list cursors. Unset: generated once and kept in the database.',
+  },
+  {
+    name: 'OIDC_ISSUER',
+    default: '(unset)',
+    meaning: 'Issuer of member logins (`user_session`). Unset: member logins are refused.',
+  },
+  { name: 'OIDC_AUDIENCE', default: '(unset)', meaning: 'Required `aud` of member login tokens, when set.' },
+  {
+    name: 'OIDC_JWKS_URI',
+    default: '(discovered)',
+    meaning: "The issuer's JSON Web Key Set. Unset: read from the issuer's `/.well-known/openid-configuration`.",
+  },
+  { name: 'OIDC_EMAIL_CLAIM', default: 'email', meaning: 'Claim of the login token that names the member by email.' },
+  { name: 'BODY_LIMIT', default: '1048576', meaning: 'Largest request body in bytes; larger bodies get 413.' },
+  { name: 'LOG_LEVEL', default: 'info', meaning: 'fatal, error, warn, info, debug or trace. JSON lines on stdout.' },
+  {
+    name: 'SHUTDOWN_TIMEOUT_MS',
+    default: '30000',
+    meaning: 'On SIGTERM, how long in-flight requests may run before the process exits anyway.',
+  },
+  {
+    name: 'ENGINE_HTTP_PORT',
+    default: '8081',
+    meaning: 'Health and metrics port of `switchboard engine` (under `all`, `PORT` serves them).',
+  },
+  {
+    name: 'OPERATOR_HTTP_PORT',
+    default: '8082',
+    meaning: 'Health and metrics port of `switchboard operator` (under `all`, `PORT` serves them).',
+  },
+];
+
+export class ConfigError extends Error {}
+
+export interface OidcConfig {
+  issuer: string;
+  audience: string | undefined;
+  jwksUri: string | undefined;
+  emailClaim: string;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  poolSize: number;
+  dataDir: string;
+  embeddedPostgresPort: number;
+  secret: string | undefined;
+  oidc: OidcConfig | undefined;
+  bodyLimit: number;
+  logLevel: string;
+  shutdownTimeoutMs: number;
+  engineHttpPort: number;
+  operatorHttpPort: number;
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function url(env: Env, name: string): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  try {
+    return new URL(raw).toString();
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
+  }
+}
+
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: Env = process.env): Config {
+  const secret = text(env, 'SWITCHBOARD_SECRET');
+  if (secret !== undefined && secret.length < 32)
+    throw new ConfigError('SWITCHBOARD_SECRET must be 32 characters or more');
+  const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
+  if (!logLevels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${logLevels.join(', ')}`);
+  const issuer = text(env, 'OIDC_ISSUER');
+  const databaseUrl = text(env, 'DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://');
+  }
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: text(env, 'HOST') ?? '127.0.0.1',
+    databaseUrl,
+    poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    dataDir: path.resolve(text(env, 'SWITCHBOARD_DATA_DIR') ?? '.switchboard'),
+    embeddedPostgresPort: integer(env, 'EMBEDDED_POSTGRES_PORT', 54329, 1, 65535),
+    secret,
+    oidc:
+      issuer === undefined
+        ? undefined
+        : {
+            issuer,
+            audience: text(env, 'OIDC_AUDIENCE'),
+            jwksUri: url(env, 'OIDC_JWKS_URI'),
+            emailClaim: text(env, 'OIDC_EMAIL_CLAIM') ?? 'email',
+          },
+    bodyLimit: integer(env, 'BODY_LIMIT', 1048576, 1024, 104857600),
+    logLevel,
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30000, 0, 3600000),
+    engineHttpPort: integer(env, 'ENGINE_HTTP_PORT', 8081, 0, 65535),
+    operatorHttpPort: integer(env, 'OPERATOR_HTTP_PORT', 8082, 0, 65535),
+  };
+}

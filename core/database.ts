@@ -1,0 +1,98 @@
+/**
+ * The database every role uses: a `pg` pool on `DATABASE_URL`, or on the embedded PostgreSQL when it is unset, with
+ * the forward migrations of `core/migrations` applied at start (node-pg-migrate, which serialises concurrent starts
+ * with an advisory lock).
+ */
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runner } from 'node-pg-migrate';
+import pg from 'pg';
+import type { Config } from './config.ts';
+import { openEmbeddedDatabase } from './embedded-postgres.ts';
+
+export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const migrationsTable = 'schema_migrations';
+
+// timestamptz and bigint columns arrive as Date and string; keep bigint as string (ids never exceed it here).
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => value);
+
+export type Queryable = pg.Pool | pg.PoolClient;
+
+export interface Database {
+  pool: pg.Pool;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function migrate(url: string, log: (message: string) => void = () => {}): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await runner({
+      dbClient: client,
+      dir: migrationsDir,
+      direction: 'up',
+      migrationsTable,
+      checkOrder: true,
+      singleTransaction: true,
+      log,
+      logger: { debug: () => {}, info: log, warn: log, error: log },
+    });
+  } finally {
+    await client.end();
+  }
+}
+
+/** True when every migration file has been applied (readiness). */
+export async function migrationsApplied(db: Queryable): Promise<boolean> {
+  const files = (await readdir(migrationsDir)).filter((name) => name.endsWith('.sql')).map((name) => name.slice(0, -4));
+  const result = await db.query<{ name: string }>(`SELECT name FROM ${migrationsTable}`).catch(() => undefined);
+  if (result === undefined) return false;
+  const applied = new Set(result.rows.map((row) => row.name));
+  return files.every((name) => applied.has(name));
+}
+
+export async function openDatabase(
+  config: Config,
+  log: (message: string) => void,
+  options: { migrate?: boolean } = {},
+): Promise<Database> {
+  const embedded =
+    config.databaseUrl === undefined
+      ? await openEmbeddedDatabase(config.dataDir, config.embeddedPostgresPort, log)
+      : undefined;
+  const url = config.databaseUrl ?? (embedded?.url as string);
+  try {
+    if (options.migrate !== false) await migrate(url, log);
+  } catch (error) {
+    await embedded?.stop();
+    throw error;
+  }
+  const pool = new pg.Pool({ connectionString: url, max: config.poolSize, application_name: 'switchboard' });
+  // An idle client that loses its server emits 'error' on the pool; without a listener that would crash the process.
+  pool.on('error', (error) => log(`database connection lost: ${error.message}`));
+  return {
+    pool,
+    url,
+    async close() {
+      await pool.end();
+      await embedded?.stop();
+    },
+  };
+}
+
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

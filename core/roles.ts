@@ -1,0 +1,84 @@
+/**
+ * Runs the roles of one process: `api`, `engine`, `operator`, or all three (`switchboard all`, what `npm start`
+ * runs). Each process opens the database (applying migrations), serves health and metrics, and on SIGTERM or SIGINT
+ * stops taking requests, lets in-flight ones finish, closes the pool and, when it started it, the embedded server.
+ */
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { purgeIdempotencyRecords } from '../api/idempotency.ts';
+import { LoginVerifier } from '../api/oidc.ts';
+import { registerApi } from '../api/server.ts';
+import type { Config } from './config.ts';
+import { openDatabase } from './database.ts';
+import { registerHealthRoutes } from './health.ts';
+import { createHttpServer } from './http.ts';
+import { createMetricsRegistry } from './metrics.ts';
+import { loadSigningKeys } from './service-secret.ts';
+
+export type Role = 'api' | 'engine' | 'operator';
+
+export interface RunningService {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startRoles(
+  config: Config,
+  roles: ReadonlySet<Role>,
+  options: { logStream?: NodeJS.WritableStream } = {},
+): Promise<RunningService> {
+  const log = pino({ level: config.logLevel }, options.logStream ?? process.stdout);
+  const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
+  const registry = createMetricsRegistry();
+  const app = createHttpServer({
+    logLevel: config.logLevel,
+    bodyLimit: config.bodyLimit,
+    registry,
+    ...(options.logStream ? { logStream: options.logStream } : {}),
+  });
+  registerHealthRoutes(app, database.pool, registry);
+
+  const timers: NodeJS.Timeout[] = [];
+  if (roles.has('api')) {
+    const keys = await loadSigningKeys(database.pool, config.secret);
+    registerApi(app, {
+      config,
+      pool: database.pool,
+      keys,
+      logins: config.oidc ? new LoginVerifier(config.oidc) : undefined,
+      implemented: new Map(),
+    });
+    const purge = () =>
+      purgeIdempotencyRecords(database.pool).catch((error) => log.warn({ err: error }, 'idempotency purge failed'));
+    timers.push(setInterval(purge, 10 * 60_000).unref());
+  }
+
+  const port = roles.has('api') ? config.port : roles.has('engine') ? config.engineHttpPort : config.operatorHttpPort;
+  try {
+    await app.listen({ port, host: config.host });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  log.info(
+    { roles: [...roles], url, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' },
+    'switchboard started',
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    close() {
+      closing ??= (async () => {
+        for (const timer of timers) clearInterval(timer);
+        await app.close();
+        await database.close();
+        log.info('switchboard stopped');
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,31 @@
+/**
+ * The service's own signing material. One master secret (SWITCHBOARD_SECRET, or generated once and kept in the
+ * database so every process and every restart shares it) and keys derived from it per purpose with HKDF, so a
+ * cursor key can never verify a token.
+ */
+import { hkdfSync, randomBytes } from 'node:crypto';
+import type { Queryable } from './database.ts';
+
+export interface SigningKeys {
+  tokens: Uint8Array;
+  cursors: Uint8Array;
+}
+
+async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
+  if (configured !== undefined) return configured;
+  await db.query('INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
+    'master',
+    randomBytes(32).toString('base64url'),
+  ]);
+  const result = await db.query<{ value: string }>('SELECT value FROM service_secrets WHERE name = $1', ['master']);
+  return (result.rows[0] as { value: string }).value;
+}
+
+function derive(secret: string, purpose: string): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', secret, 'switchboard', purpose, 32));
+}
+
+export async function loadSigningKeys(db: Queryable, configured: string | undefined): Promise<SigningKeys> {
+  const secret = await masterSecret(db, configured);
+  return { tokens: derive(secret, 'end-user tokens'), cursors: derive(secret, 'list cursors') };
+}

@@ -1,0 +1,4 @@
+declare module 'async-exit-hook' {
+  const exitHook: { unhookEvent(event: string): void };
+  export default exitHook;
+}

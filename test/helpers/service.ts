@@ -1,0 +1,127 @@
+/**
+ * A running service for a test file: a fresh database, the roles started in this process on a free port, real HTTP
+ * requests through `fetch`, and the JSON log lines it wrote.
+ */
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { loadConfig } from '../../core/config.ts';
+import { createApplication } from '../../core/identity/applications.ts';
+import { type Role, startRoles } from '../../core/roles.ts';
+import type { Scope } from '../../core/scopes.ts';
+import { freshDatabase } from './database.ts';
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  // biome-ignore lint/suspicious/noExplicitAny: answers are JSON checked by the tests themselves
+  body: any;
+  text: string;
+}
+
+export interface RequestOptions {
+  /** The bearer credential. */
+  auth?: string;
+  body?: unknown;
+  /** A raw body sent as is (with content-type application/json unless headers say otherwise). */
+  rawBody?: string;
+  headers?: Record<string, string>;
+  /** Mutations get a fresh idempotency key unless one is given here, or null to send none. */
+  idempotencyKey?: string | null;
+  workspaceId?: string;
+}
+
+export interface TestService {
+  url: string;
+  databaseUrl: string;
+  pool: pg.Pool;
+  logs: string[];
+  request(method: string, path: string, options?: RequestOptions): Promise<Answer>;
+  /** Creates an application the way `switchboard applications create` does; returns its first key. */
+  application(id?: string, scopes?: readonly Scope[]): Promise<{ applicationId: string; apiKey: string }>;
+  close(): Promise<void>;
+}
+
+export async function request(
+  base: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.auth !== undefined) headers.authorization = `Bearer ${options.auth}`;
+  if (options.workspaceId !== undefined) headers['x-service-workspace-id'] = options.workspaceId;
+  const mutation = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method);
+  if (mutation && options.idempotencyKey !== null) headers['idempotency-key'] = options.idempotencyKey ?? randomUUID();
+  let body: string | undefined;
+  if (options.rawBody !== undefined) body = options.rawBody;
+  else if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers['content-type'] ??= 'application/json';
+  const response = await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+let applications = 0;
+
+export async function startService(
+  env: Record<string, string> = {},
+  roles: readonly Role[] = ['api', 'engine', 'operator'],
+): Promise<TestService> {
+  const database = await freshDatabase();
+  const logs: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(
+        ...String(chunk)
+          .split('\n')
+          .filter((line) => line !== ''),
+      );
+      done();
+    },
+  });
+  const config = loadConfig({ DATABASE_URL: database.url, PORT: '0', LOG_LEVEL: 'info', ...env });
+  const service = await startRoles(config, new Set(roles), { logStream });
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  return {
+    url: service.url,
+    databaseUrl: database.url,
+    pool,
+    logs,
+    request: (method, path, options) => request(service.url, method, path, options),
+    async application(id, scopes) {
+      applications += 1;
+      const applicationId = id ?? `app-${process.pid}-${applications}`;
+      return createApplication(pool, applicationId, scopes ?? (await import('../../core/scopes.ts')).defaultKeyScopes);
+    },
+    async close() {
+      await service.close();
+      await pool.end();
+      await database.drop();
+    },
+  };
+}
+
+/** An application with one workspace and one user, the common start of a test. */
+export async function workspaceWithUser(service: TestService, applicationId?: string) {
+  const app = await service.application(applicationId);
+  const externalWorkspaceId = `ws-${randomUUID()}`;
+  const workspace = await service.request('POST', '/api/v1/workspaces', {
+    auth: app.apiKey,
+    body: { externalWorkspaceId, name: 'Acme Support', timezone: 'Europe/Paris' },
+  });
+  if (workspace.status !== 201) throw new Error(`workspace: ${workspace.status} ${workspace.text}`);
+  const user = await service.request('POST', '/api/v1/users', {
+    auth: app.apiKey,
+    workspaceId: workspace.body.id,
+    body: { externalUserId: 'alice', displayName: 'Alice' },
+  });
+  if (user.status !== 201) throw new Error(`user: ${user.status} ${user.text}`);
+  return { ...app, workspace: workspace.body, user: user.body };
+}

@@ -1,0 +1,45 @@
+/**
+ * `npm test`: runs the ava suite against DATABASE_URL when it is set, and otherwise against an embedded PostgreSQL
+ * started here for the run (each test file then makes its own database on that server).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { openEmbeddedDatabase } from '../core/embedded-postgres.ts';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let stop = async () => {};
+if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-test-'));
+  const embedded = await openEmbeddedDatabase(dataDir, await freePort(), () => {});
+  process.env.DATABASE_URL = embedded.url;
+  process.stdout.write('tests use an embedded PostgreSQL (DATABASE_URL is not set)\n');
+  stop = async () => {
+    await embedded.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+} else {
+  process.stdout.write('tests use DATABASE_URL\n');
+}
+
+const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...process.argv.slice(2)], {
+  stdio: 'inherit',
+  env: process.env,
+});
+const code: number = await new Promise((resolve) =>
+  ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))),
+);
+await stop();
+process.exit(code);
