@@ -1,0 +1,20 @@
+import { readFile } from 'node:fs/promises';
+import test from 'ava';
+import { settings } from '../core/config.ts';
+
+test('the README starts with the install-and-run command and the test command', async (t) => {
+  const readme = await readFile('README.md', 'utf8');
+  const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+  const lines = firstBlock.split('\n').filter((line) => line.trim() !== '');
+  t.regex(lines[0] ?? '', /^npm ci && npm start\b/);
+  t.regex(lines[1] ?? '', /^npm test\b/);
+});
+
+test('the README configuration table lists every setting with its default', async (t) => {
+  const readme = await readFile('README.md', 'utf8');
+  for (const setting of settings) {
+    const row = readme.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
+    t.truthy(row, `${setting.name} is missing from the README`);
+    t.true(row?.includes(setting.default), `${setting.name}'s default ${setting.default} is not in its row`);
+  }
+});
