@@ -38,15 +38,24 @@ function canonical(value: unknown): unknown {
   return value;
 }
 
-/** What makes two requests "the same request": method, URL, workspace headers and body (key order aside). */
+/** What makes two requests "the same request": credential, method, URL, workspace headers and body (key order aside). */
 export function fingerprint(parts: {
+  credential: string;
   method: string;
   url: string;
   workspaceHeaders: (string | undefined)[];
   body: unknown;
 }): Buffer {
   return createHash('sha256')
-    .update(JSON.stringify([parts.method, parts.url, parts.workspaceHeaders, canonical(parts.body ?? null)]))
+    .update(
+      JSON.stringify([
+        parts.credential,
+        parts.method,
+        parts.url,
+        parts.workspaceHeaders,
+        canonical(parts.body ?? null),
+      ]),
+    )
     .digest();
 }
 

@@ -4,6 +4,7 @@
  */
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
 import type { OidcConfig } from '../core/config.ts';
+import { ApiError } from '../core/errors.ts';
 
 export interface MemberLogin {
   issuer: string;
@@ -51,8 +52,13 @@ export class LoginVerifier {
         algorithms: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'],
       }));
     } catch (error) {
-      if (error instanceof errors.JOSEError) return undefined;
-      throw error;
+      if (error instanceof errors.JWKSTimeout || !(error instanceof errors.JOSEError)) {
+        // The issuer (discovery or key set) could not be reached: not the caller's fault, and worth a retry.
+        throw new ApiError('unavailable', 'the login issuer cannot be reached; retry later', {
+          headers: { 'retry-after': '5' },
+        });
+      }
+      return undefined;
     }
     const email = payload[this.config.emailClaim];
     if (typeof payload.sub !== 'string' || typeof email !== 'string' || email === '') return undefined;

@@ -86,7 +86,12 @@ export function openApiDocument(implemented: ReadonlyMap<string, OperationSchema
       security: operation.credentials.flatMap((credential) => securityOf[credential]),
       parameters: [...pathParameters, ...parameters(schemas?.querystring, 'query'), ...headerParameters],
       ...(schemas?.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: plain(schemas.body) } } } }
+        ? {
+            requestBody: {
+              required: schemas.optionalBody !== true,
+              content: { 'application/json': { schema: plain(schemas.body) } },
+            },
+          }
         : {}),
       responses,
     };

@@ -30,6 +30,8 @@ export interface OperationSchemas {
   params?: TSchema;
   /** The answer of success, by status code. */
   response?: Record<number, TSchema>;
+  /** Set from the definition: the body may be left out (OpenAPI `requestBody.required: false`). */
+  optionalBody?: boolean;
 }
 
 export interface HandlerContext {
@@ -89,10 +91,22 @@ function idempotencyScope(principal: Principal): string {
   return `login:${principal.login?.issuer}:${principal.login?.subject}`;
 }
 
+/**
+ * Who sent a mutation, as part of its fingerprint: a retry must come from the same credential (same key, same
+ * token subject and scopes), so that a stored answer (a new key's secret, a token) never reaches another one.
+ */
+function credentialIdentity(principal: Principal): string {
+  const scopes = [...principal.scopes].sort().join(',');
+  if (principal.keyId !== undefined) return `key:${principal.keyId}`;
+  if (principal.token !== undefined) return `${principal.kind}:${principal.token.subjectId}:${scopes}`;
+  if (principal.login !== undefined) return `login:${principal.login.issuer}:${principal.login.subject}`;
+  return `${principal.kind}:${principal.applicationId}`;
+}
+
 export function defineOperation(app: FastifyInstance, services: Services, id: string, definition: OperationDefinition) {
   const operation = operationById.get(id);
   if (operation === undefined) throw new Error(`unknown operation ${id}`);
-  services.implemented.set(id, definition.schemas);
+  services.implemented.set(id, { ...definition.schemas, optionalBody: definition.optionalBody === true });
   app.route({
     method: operation.method,
     url: operation.path,
@@ -128,6 +142,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
         idempotencyScope(principal),
         request.idempotencyKey as string,
         fingerprint({
+          credential: credentialIdentity(principal),
           method: request.method,
           url: request.url,
           workspaceHeaders: [

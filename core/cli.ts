@@ -15,7 +15,7 @@ import {
 import { createMember, MemberInputError, memberJson } from './identity/members.ts';
 import { isApplicationId, isUuid } from './ids.ts';
 import { type Role, startRoles } from './roles.ts';
-import { defaultKeyScopes, parseScopeList } from './scopes.ts';
+import { defaultKeyScopes, parseScopeList, type Scope } from './scopes.ts';
 
 const usage = `usage: switchboard <command>
 
@@ -54,6 +54,16 @@ function applicationIdArgument(value: string | undefined): string {
   return value;
 }
 
+/** `--scopes a,b`: an unknown scope is a usage error (exit 2 with the usage), like any other bad argument. */
+function scopesArgument(list: string | undefined): Scope[] {
+  if (list === undefined) return [...defaultKeyScopes];
+  try {
+    return parseScopeList(list);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
 async function admin(config: Config, args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args,
@@ -66,7 +76,7 @@ async function admin(config: Config, args: string[]): Promise<void> {
     },
   });
   const [noun, verb, ...rest] = positionals;
-  const scopes = values.scopes === undefined ? [...defaultKeyScopes] : parseScopeList(values.scopes);
+  const scopes = scopesArgument(values.scopes);
 
   if (noun === 'applications' && verb === 'create' && rest.length === 1) {
     const applicationId = applicationIdArgument(rest[0]);
@@ -173,10 +183,6 @@ export async function main(args: string[]): Promise<number> {
     }
     if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`switchboard: ${(error as Error).message}\n\n${usage}`);
-      return 2;
-    }
-    if (error instanceof Error && /unknown scope/.test(error.message)) {
-      process.stderr.write(`switchboard: ${error.message}\n`);
       return 2;
     }
     process.stderr.write(`switchboard: ${error instanceof Error ? error.stack : String(error)}\n`);

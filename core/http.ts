@@ -86,6 +86,8 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   });
   app.setValidatorCompiler(validatorCompiler);
+  // Bodies are JSON only: without this, Fastify's built-in text/plain parser would take a text body past the 415.
+  app.removeContentTypeParser('text/plain');
 
   const duration = new Histogram({
     name: 'switchboard_http_request_duration_seconds',
@@ -109,6 +111,17 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
       reply.headers(preflightHeaders);
       return reply.code(204).send();
     }
+  });
+
+  // While the server closes, an answer to a request already in flight ends its keep-alive connection: server.close()
+  // reaps only connections idle at that moment, and one that goes idle later would hold the shutdown open until
+  // keepAliveTimeout (72 s), past SHUTDOWN_TIMEOUT_MS.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
   });
 
   app.addHook('onResponse', async (request, reply) => {

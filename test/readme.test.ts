@@ -13,7 +13,7 @@ test('the README starts with the install-and-run command and the test command', 
 test('the README configuration table lists every setting with its default', async (t) => {
   const readme = await readFile('README.md', 'utf8');
   for (const setting of settings) {
-    const row = readme.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
+    const row = readme.split('\n').find((line) => line.split('|')[1]?.trim() === `\`${setting.name}\``);
     t.truthy(row, `${setting.name} is missing from the README`);
     t.true(row?.includes(setting.default), `${setting.name}'s default ${setting.default} is not in its row`);
   }

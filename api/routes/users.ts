@@ -105,7 +105,8 @@ export function userRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'deleteUser', {
-    schemas: { params: IdParams, response: { 200: User } },
+    // No fields: the body may be left out or be `{}`, and an unknown field is refused like everywhere else.
+    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: User } },
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);

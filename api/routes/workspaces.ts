@@ -77,11 +77,17 @@ function workspaceJson(row: WorkspaceRow) {
 
 /** The canonical IANA name of a time zone, or a 400 naming the field. */
 export function canonicalTimezone(field: string, value: string): string {
+  let canonical: string | undefined;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: value }).resolvedOptions().timeZone;
+    canonical = new Intl.DateTimeFormat('en-US', { timeZone: value }).resolvedOptions().timeZone;
   } catch {
+    canonical = undefined;
+  }
+  // Newer runtimes also take UTC offsets such as +01:00, which are not IANA names.
+  if (canonical === undefined || /^[+-]/.test(canonical)) {
     throw new ApiError('invalid_request', `${field} must be an IANA time zone such as Europe/Paris, got "${value}"`);
   }
+  return canonical;
 }
 
 export function workspaceRoutes(app: FastifyInstance, services: Services) {
