@@ -16,12 +16,7 @@ import type { Credential, Operation } from './operations.ts';
 import { isServiceToken, type TokenClaims, verifyToken } from './tokens.ts';
 
 export type PrincipalKind =
-  | 'application_key'
-  | 'application_secret'
-  | 'workspace_key'
-  | 'user_token'
-  | 'member_token'
-  | 'user_session';
+  'application_key' | 'application_secret' | 'workspace_key' | 'user_token' | 'member_token' | 'user_session';
 
 export interface Principal {
   kind: PrincipalKind;

@@ -41,9 +41,9 @@ export interface HandlerContext {
   workspace: WorkspaceRef | undefined;
   /** Inside the idempotent transaction for mutations, the pool for reads. */
   db: Queryable;
-  // biome-ignore lint/suspicious/noExplicitAny: bodies and queries are checked against the schemas before this runs
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies and queries are checked against the schemas before this runs
   body: any;
-  // biome-ignore lint/suspicious/noExplicitAny: as above
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
   query: any;
   params: Record<string, string>;
   services: Services;

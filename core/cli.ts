@@ -3,6 +3,7 @@
  * `DATABASE_URL` or on the embedded database of `SWITCHBOARD_DATA_DIR` (joining the running service's server).
  */
 import { parseArgs } from 'node:util';
+import type pg from 'pg';
 import { type Config, ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './database.ts';
 import {
@@ -34,7 +35,7 @@ Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DI
 
 class UsageError extends Error {}
 
-async function withDatabase<T>(config: Config, work: (pool: import('pg').Pool) => Promise<T>): Promise<T> {
+async function withDatabase<T>(config: Config, work: (pool: pg.Pool) => Promise<T>): Promise<T> {
   const database = await openDatabase(config, () => {});
   try {
     return await work(database.pool);

@@ -1,12 +1,12 @@
 /**
  * The database every role uses: a `pg` pool on `DATABASE_URL`, or on the embedded PostgreSQL when it is unset, with
- * the forward migrations of `core/migrations` applied at start (node-pg-migrate, which serialises concurrent starts
- * with an advisory lock).
+ * the forward migrations of `core/migrations` applied at start (node-pg-migrate; concurrent starts wait on its advisory
+ * lock in turn).
  */
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runner } from 'node-pg-migrate';
+import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import pg from 'pg';
 import type { Config } from './config.ts';
 import { openEmbeddedDatabase } from './embedded-postgres.ts';
@@ -29,6 +29,10 @@ export async function migrate(url: string, log: (message: string) => void = () =
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
+    // node-pg-migrate only tries its advisory lock and fails ("Another migration is already running") while another
+    // process holds it: wait for that lock here, so processes starting together migrate one after the other. The
+    // lock is re-entrant within this session, so the runner's own try then succeeds.
+    await client.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
     await runner({
       dbClient: client,
       dir: migrationsDir,

@@ -125,7 +125,9 @@ export async function openEmbeddedDatabase(
   } catch (error) {
     // Another process may have started the server on this folder in the meantime: join it.
     const port = await runningPort(clusterDir);
-    if (port === undefined) throw new Error(`the embedded PostgreSQL in ${clusterDir} did not start: ${String(error)}`);
+    if (port === undefined) {
+      throw new Error(`the embedded PostgreSQL in ${clusterDir} did not start: ${String(error)}`, { cause: error });
+    }
     await ensureDatabase(secret, port);
     return { url: connectionUrl(secret, port, databaseName), stop: async () => {} };
   }

@@ -14,7 +14,7 @@ import { freshDatabase } from './database.ts';
 export interface Answer {
   status: number;
   headers: Headers;
-  // biome-ignore lint/suspicious/noExplicitAny: answers are JSON checked by the tests themselves
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- answers are JSON checked by the tests themselves
   body: any;
   text: string;
 }

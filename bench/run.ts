@@ -1,0 +1,237 @@
+/**
+ * `npm run bench`: requests per second and latency of the real service against a bare fastify route, measured in
+ * the same run on the same machine, so the ratios say what our hooks, authentication and database work cost.
+ *
+ * The database: a scratch database made on the server of DATABASE_URL when it is set (dropped at the end), and
+ * otherwise an embedded PostgreSQL started for the run in a temporary folder. The servers run in this process; the
+ * load comes from autocannon in a child process (bench/load.ts) so it never competes for this event loop.
+ *
+ * Target: an authenticated read reaches at least 40% of the bare route's requests per second.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Fastify from 'fastify';
+import pg from 'pg';
+import { loadConfig } from '../core/config.ts';
+import { migrate } from '../core/database.ts';
+import { openEmbeddedDatabase } from '../core/embedded-postgres.ts';
+import { createApplication } from '../core/identity/applications.ts';
+import { startRoles } from '../core/roles.ts';
+import { defaultKeyScopes } from '../core/scopes.ts';
+import type { Figures, Measurement } from './load.ts';
+
+const connections = Number(process.env.BENCH_CONNECTIONS ?? 10);
+const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const seconds = Number(process.env.BENCH_SECONDS ?? 6);
+const target = 0.4;
+
+const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface ScratchDatabase {
+  url: string;
+  where: string;
+  close(): Promise<void>;
+}
+
+/** A database for this run only: made on DATABASE_URL's server, or on an embedded server started here. */
+async function scratchDatabase(): Promise<ScratchDatabase> {
+  const serverUrl = process.env.DATABASE_URL;
+  if (serverUrl === undefined || serverUrl === '') {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-bench-'));
+    const embedded = await openEmbeddedDatabase(dataDir, await freePort(), () => {});
+    await migrate(embedded.url);
+    return {
+      url: embedded.url,
+      where: 'embedded PostgreSQL (DATABASE_URL is not set)',
+      async close() {
+        await embedded.stop();
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+  const name = `sb_bench_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  await migrate(url.toString());
+  return {
+    url: url.toString(),
+    where: `DATABASE_URL (scratch database ${name})`,
+    async close() {
+      const client = new pg.Client({ connectionString: serverUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+/** Runs one measurement in a child process and returns its figures. */
+async function measure(measurement: Omit<Measurement, 'connections' | 'warmupSeconds' | 'seconds'>): Promise<Figures> {
+  const spec: Measurement = { ...measurement, connections, warmupSeconds, seconds };
+  const child = spawn(process.execPath, ['--import=tsx', loadScript, JSON.stringify(spec)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', resolve);
+  });
+  if (code !== 0) throw new Error(`the load generator failed (exit ${code})`);
+  return JSON.parse(stdout) as Figures;
+}
+
+async function expectStatus(response: Response, status: number, what: string) {
+  const text = await response.text();
+  if (response.status !== status) throw new Error(`${what}: ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+function row(cells: string[], widths: number[]): string {
+  return `| ${cells.map((cell, index) => (index === 0 ? cell.padEnd(widths[index] ?? 0) : cell.padStart(widths[index] ?? 0))).join(' | ')} |`;
+}
+
+const database = await scratchDatabase();
+const bare = Fastify();
+bare.get('/bare', async () => ({ status: 'ok' }));
+const service = await startRoles(
+  loadConfig({ ...process.env, DATABASE_URL: database.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' }),
+  new Set(['api', 'engine', 'operator']),
+);
+const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+let failed = false;
+try {
+  const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
+
+  // An application, a workspace and a user, made the way a backend would.
+  const { apiKey } = await createApplication(pool, 'bench', defaultKeyScopes);
+  const auth = { authorization: `Bearer ${apiKey}` };
+  const json = { ...auth, 'content-type': 'application/json' };
+  const workspace = await expectStatus(
+    await fetch(`${service.url}/api/v1/workspaces`, {
+      method: 'POST',
+      headers: { ...json, 'idempotency-key': randomUUID() },
+      body: JSON.stringify({ externalWorkspaceId: 'bench', name: 'Bench', timezone: 'Europe/Paris' }),
+    }),
+    201,
+    'create workspace',
+  );
+  await expectStatus(
+    await fetch(`${service.url}/api/v1/users`, {
+      method: 'POST',
+      headers: { ...json, 'idempotency-key': randomUUID(), 'x-service-workspace-id': workspace.id },
+      body: JSON.stringify({ externalUserId: 'alice', displayName: 'Alice' }),
+    }),
+    201,
+    'create user',
+  );
+  const sessionBody = JSON.stringify({ externalWorkspaceId: 'bench', externalUserId: 'alice', scopes: ['calls:*'] });
+  await expectStatus(
+    await fetch(`${service.url}/api/v1/sessions`, {
+      method: 'POST',
+      headers: { ...json, 'idempotency-key': randomUUID() },
+      body: sessionBody,
+    }),
+    201,
+    'create session',
+  );
+
+  const runs: { name: string; figures: Figures }[] = [];
+  const plan: { name: string; measurement: Omit<Measurement, 'connections' | 'warmupSeconds' | 'seconds'> }[] = [
+    {
+      name: 'GET /bare (fresh Fastify(), no hooks)',
+      measurement: { url: bareUrl, method: 'GET', path: '/bare', headers: {} },
+    },
+    {
+      // Not one of the targets: our HTTP shell (hooks, metrics) without credentials or database, to tell the costs apart.
+      name: 'GET /healthz (our HTTP shell, no database)',
+      measurement: { url: service.url, method: 'GET', path: '/healthz', headers: {} },
+    },
+    {
+      name: 'GET /api/v1/workspaces/{id} (application key)',
+      measurement: { url: service.url, method: 'GET', path: `/api/v1/workspaces/${workspace.id}`, headers: auth },
+    },
+    {
+      name: 'POST /api/v1/sessions (new idempotency-key each)',
+      measurement: {
+        url: service.url,
+        method: 'POST',
+        path: '/api/v1/sessions',
+        headers: json,
+        body: sessionBody,
+        uniqueIdempotencyKey: true,
+      },
+    },
+  ];
+  process.stdout.write(
+    `switchboard bench: Node ${process.version}, ${os.cpus().length} CPUs, ${database.where}\n` +
+      `autocannon in a child process: ${connections} connections, ${warmupSeconds} s warm-up + ${seconds} s measured per route\n\n`,
+  );
+  for (const { name, measurement } of plan) {
+    process.stdout.write(`measuring ${name} ...\n`);
+    runs.push({ name, figures: await measure(measurement) });
+  }
+
+  const baseline = runs[0]?.figures.requestsPerSecond ?? 0;
+  const header = ['route', 'req/s', 'vs bare', 'p50 ms', 'p99 ms', 'non-2xx', 'errors'];
+  const lines = runs.map(({ name, figures }) => [
+    name,
+    figures.requestsPerSecond.toFixed(0),
+    `${((figures.requestsPerSecond / baseline) * 100).toFixed(1)}%`,
+    String(figures.p50),
+    String(figures.p99),
+    String(figures.non2xx),
+    String(figures.errors),
+  ]);
+  const widths = header.map((cell, index) => Math.max(cell.length, ...lines.map((line) => line[index]?.length ?? 0)));
+  process.stdout.write(
+    `\n${[
+      row(header, widths),
+      `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
+      ...lines.map((line) => row(line, widths)),
+    ].join('\n')}\n\n`,
+  );
+
+  const read = runs.find(({ name }) => name.startsWith('GET /api/v1/workspaces'))?.figures.requestsPerSecond ?? 0;
+  const ratio = read / baseline;
+  process.stdout.write(
+    `target: authenticated read >= ${target * 100}% of bare: ${(ratio * 100).toFixed(1)}% ${ratio >= target ? 'MET' : 'NOT MET'}\n`,
+  );
+  for (const { name, figures } of runs) {
+    if (figures.non2xx > 0 || figures.errors > 0) {
+      failed = true;
+      process.stdout.write(`${name}: failed requests, status codes ${JSON.stringify(figures.statusCodes)}\n`);
+    }
+  }
+} finally {
+  await pool.end();
+  await bare.close();
+  await service.close();
+  await database.close();
+}
+process.exit(failed ? 1 : 0);
