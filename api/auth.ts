@@ -67,15 +67,71 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(value) ? value[0] : value;
 }
 
+const keyCacheLimit = 10_000;
+const keyCacheMillis = 60_000;
+
+/**
+ * Keys looked up by hash, kept in memory while change notices flow (`keysChanged` after every commit that revokes
+ * one). A lookup that raced a notice is not kept: the generation counter moves on every notice and reset.
+ */
+class KeyCache {
+  private readonly entries = new Map<string, { record: KeyRecord; loadedAt: number }>();
+  private generation = 0;
+
+  constructor(private readonly enabled: () => boolean) {}
+
+  get(hash: string): KeyRecord | undefined {
+    const entry = this.entries.get(hash);
+    if (entry === undefined) return undefined;
+    if (!this.enabled() || Date.now() - entry.loadedAt > keyCacheMillis) {
+      this.entries.delete(hash);
+      return undefined;
+    }
+    return entry.record;
+  }
+
+  /** The generation to hand back to `set`, taken before the lookup. */
+  begin(): number {
+    return this.generation;
+  }
+
+  set(hash: string, record: KeyRecord, generation: number): void {
+    if (generation !== this.generation || !this.enabled()) return;
+    if (this.entries.size >= keyCacheLimit) this.entries.delete(this.entries.keys().next().value as string);
+    this.entries.set(hash, { record, loadedAt: Date.now() });
+  }
+
+  forget(keyId: string): void {
+    this.generation += 1;
+    for (const [hash, entry] of this.entries) if (entry.record.id === keyId) this.entries.delete(hash);
+  }
+
+  clear(): void {
+    this.generation += 1;
+    this.entries.clear();
+  }
+}
+
 export class Authenticator {
   private readonly lastUseWritten = new Map<string, number>();
+  private readonly keys: KeyCache;
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly tokenKey: Uint8Array,
     private readonly logins: LoginVerifier | undefined,
     private readonly onError: (error: unknown) => void,
-  ) {}
+    /** True while change notices flow; keys are cached only then. */
+    cacheEnabled: () => boolean = () => false,
+  ) {
+    this.keys = new KeyCache(cacheEnabled);
+  }
+
+  /** A change notice: the key with this id changed (or `*`: anything may have). */
+  keysChanged(keyId: string): void {
+    if (keyId === '*') this.keys.clear();
+    else this.keys.forget(keyId);
+  }
 
   async authenticate(headers: Record<string, string | string[] | undefined>): Promise<Principal> {
     const authorization = header(headers, 'authorization');
@@ -110,12 +166,24 @@ export class Authenticator {
     };
   }
 
-  private async key(secret: string): Promise<Principal> {
-    const result = await this.pool.query<KeyRecord>(
-      'SELECT id, application_id, workspace_id, scopes, revoked_at FROM api_keys WHERE key_hash = $1',
-      [hashCredential(secret)],
-    );
+  private async lookUpKey(secret: string): Promise<KeyRecord | undefined> {
+    const hash = hashCredential(secret);
+    const cacheKey = hash.toString('base64');
+    const cached = this.keys.get(cacheKey);
+    if (cached !== undefined) return cached;
+    const generation = this.keys.begin();
+    const result = await this.pool.query<KeyRecord>({
+      name: 'switchboard-key-by-hash',
+      text: 'SELECT id, application_id, workspace_id, scopes, revoked_at FROM api_keys WHERE key_hash = $1',
+      values: [hash],
+    });
     const row = result.rows[0];
+    if (row !== undefined) this.keys.set(cacheKey, row, generation);
+    return row;
+  }
+
+  private async key(secret: string): Promise<Principal> {
+    const row = await this.lookUpKey(secret);
     if (row === undefined) throw unauthorized('the key is not valid');
     if (row.revoked_at !== null && row.revoked_at.getTime() <= Date.now()) throw unauthorized('the key was revoked');
     this.noteUse(row.id);
@@ -182,13 +250,47 @@ export function authorize(operation: Operation, principal: Principal): void {
 
 const forbidden = () => new ApiError('workspace_forbidden', 'this credential cannot reach that workspace');
 
+/**
+ * Workspace references (id, application, external id) never change once made (workspaces are neither moved nor
+ * renamed by their external id), so the ones found are remembered without any invalidation.
+ */
+const knownWorkspaces = new Map<string, WorkspaceRef>();
+const knownWorkspacesLimit = 50_000;
+
+function remember(workspace: WorkspaceRef): WorkspaceRef {
+  if (knownWorkspaces.size >= knownWorkspacesLimit) knownWorkspaces.clear();
+  knownWorkspaces.set(workspace.id, workspace);
+  knownWorkspaces.set(`${workspace.applicationId}\n${workspace.externalWorkspaceId}`, workspace);
+  return workspace;
+}
+
 async function workspaceById(db: Queryable, id: string): Promise<WorkspaceRef | undefined> {
-  const result = await db.query<{ id: string; application_id: string; external_workspace_id: string }>(
-    'SELECT id, application_id, external_workspace_id FROM workspaces WHERE id = $1',
-    [id],
+  const known = knownWorkspaces.get(id.toLowerCase());
+  if (known !== undefined) return known;
+  const result = await db.query<{ id: string; application_id: string; external_workspace_id: string }>({
+    name: 'switchboard-workspace-by-id',
+    text: 'SELECT id, application_id, external_workspace_id FROM workspaces WHERE id = $1',
+    values: [id],
+  });
+  const row = result.rows[0];
+  return (
+    row && remember({ id: row.id, applicationId: row.application_id, externalWorkspaceId: row.external_workspace_id })
+  );
+}
+
+async function workspaceByExternalId(
+  db: Queryable,
+  applicationId: string,
+  externalId: string,
+): Promise<WorkspaceRef | undefined> {
+  const known = knownWorkspaces.get(`${applicationId}\n${externalId}`);
+  if (known !== undefined) return known;
+  const result = await db.query<{ id: string }>(
+    'SELECT id FROM workspaces WHERE application_id = $1 AND external_workspace_id = $2',
+    [applicationId, externalId],
   );
   const row = result.rows[0];
-  return row && { id: row.id, applicationId: row.application_id, externalWorkspaceId: row.external_workspace_id };
+  return row && remember({ id: row.id, applicationId, externalWorkspaceId: externalId });
 }
 
 /** The workspace a request names in its headers (section 4), checked against the credential's reach. */
@@ -250,16 +352,7 @@ export async function workspaceFromHeaders(
   if (id !== undefined) {
     workspace = await workspaceById(db, id);
   } else {
-    const result = await db.query<{ id: string }>(
-      'SELECT id FROM workspaces WHERE application_id = $1 AND external_workspace_id = $2',
-      [principal.applicationId, externalId],
-    );
-    const row = result.rows[0];
-    workspace = row && {
-      id: row.id,
-      applicationId: principal.applicationId as string,
-      externalWorkspaceId: externalId as string,
-    };
+    workspace = await workspaceByExternalId(db, principal.applicationId as string, externalId as string);
   }
   if (workspace === undefined || workspace.applicationId !== principal.applicationId) throw forbidden();
   return workspace;

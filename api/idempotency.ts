@@ -75,8 +75,9 @@ export async function runIdempotent(
   scope: string,
   key: string,
   print: Buffer,
-  work: (db: Queryable) => Promise<Answer>,
+  work: (db: Queryable, afterCommit: (effect: () => void) => void) => Promise<Answer>,
 ): Promise<StoredAnswer> {
+  const effects: (() => void)[] = [];
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -121,11 +122,12 @@ export async function runIdempotent(
     await client.query('SAVEPOINT work');
     let answer: { status: number; body: string };
     try {
-      const result = await work(client);
+      const result = await work(client, (effect) => effects.push(effect));
       answer = { status: result.status, body: JSON.stringify(result.body) };
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
       await client.query('ROLLBACK TO SAVEPOINT work');
+      effects.length = 0;
       answer = { status: error.status, body: JSON.stringify(error.body()) };
     }
     await client.query(
@@ -133,6 +135,7 @@ export async function runIdempotent(
       [scope, key, print, answer.status, answer.body],
     );
     await client.query('COMMIT');
+    for (const effect of effects) effect();
     return { ...answer, replayed: false };
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});

@@ -18,8 +18,12 @@ import { isMutation, type Operation, operationById } from './operations.ts';
 export interface Services {
   config: Config;
   pool: pg.Pool;
+  /** The pool's database, for connections of their own (change notices). */
+  databaseUrl: string;
   keys: SigningKeys;
   logins: LoginVerifier | undefined;
+  /** Drops a revoked key from this process's credential cache (other processes hear a change notice). */
+  keyRevoked?: (keyId: string) => void;
   /** Schemas of the operations implemented so far, by operation id (for OpenAPI). */
   implemented: Map<string, OperationSchemas>;
 }
@@ -47,6 +51,8 @@ export interface HandlerContext {
   query: any;
   params: Record<string, string>;
   services: Services;
+  /** Runs an in-memory effect once the change is committed (at once for reads). */
+  afterCommit: (effect: () => void) => void;
 }
 
 export interface OperationDefinition {
@@ -71,7 +77,10 @@ export function header(request: FastifyRequest, name: string): string | undefine
   return Array.isArray(value) ? value[0] : value;
 }
 
-async function workspaceOf(operation: Operation, context: Omit<HandlerContext, 'workspace' | 'db' | 'body'>) {
+async function workspaceOf(
+  operation: Operation,
+  context: Omit<HandlerContext, 'workspace' | 'db' | 'body' | 'afterCommit'>,
+) {
   const { principal, request, services } = context;
   switch (operation.workspace) {
     case 'header':
@@ -134,7 +143,13 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
       };
       const workspace = await workspaceOf(operation, base);
       if (!isMutation(operation.method)) {
-        const answer = await definition.handler({ ...base, workspace, db: services.pool, body: request.body });
+        const answer = await definition.handler({
+          ...base,
+          workspace,
+          db: services.pool,
+          body: request.body,
+          afterCommit: (effect) => effect(),
+        });
         return reply.code(answer.status).send(answer.body);
       }
       const stored = await runIdempotent(
@@ -151,7 +166,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
           ],
           body: request.body,
         }),
-        (db) => definition.handler({ ...base, workspace, db, body: request.body }),
+        (db, afterCommit) => definition.handler({ ...base, workspace, db, body: request.body, afterCommit }),
       );
       if (stored.replayed) reply.header('idempotent-replayed', 'true');
       return reply.code(stored.status).type('application/json; charset=utf-8').send(stored.body);

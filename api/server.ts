@@ -4,6 +4,7 @@
  * without a handler yet answer 501 `not_implemented` after that.
  */
 import type { FastifyInstance } from 'fastify';
+import { ChangeListener, credentialChannel } from '../core/change-notices.ts';
 import { ApiError } from '../core/errors.ts';
 import { Authenticator, authorize } from './auth.ts';
 import { checkIdempotencyKey } from './idempotency.ts';
@@ -16,10 +17,25 @@ import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 
-export function registerApi(app: FastifyInstance, services: Services): void {
-  const authenticator = new Authenticator(services.pool, services.keys.tokens, services.logins, (error) =>
-    app.log.warn({ err: error }, 'could not record key use'),
+export function registerApi(app: FastifyInstance, shared: Services): void {
+  // Application keys are cached per process while change notices flow; a revocation's notice drops the key.
+  const authenticator = new Authenticator(
+    shared.pool,
+    shared.keys.tokens,
+    shared.logins,
+    (error) => app.log.warn({ err: error }, 'could not record key use'),
+    () => notices.listening,
   );
+  const notices = new ChangeListener(
+    shared.databaseUrl,
+    credentialChannel,
+    (keyId) => authenticator.keysChanged(keyId),
+    () => authenticator.keysChanged('*'),
+    (message) => app.log.warn(message),
+  );
+  const services: Services = { ...shared, keyRevoked: (keyId) => authenticator.keysChanged(keyId) };
+  app.addHook('onReady', () => notices.start());
+  app.addHook('onClose', () => notices.close());
 
   app.addHook('onRequest', async (request) => {
     const operation = request.routeOptions.config.operation;

@@ -44,6 +44,7 @@ export async function startRoles(
     registerApi(app, {
       config,
       pool: database.pool,
+      databaseUrl: database.url,
       keys,
       logins: config.oidc ? new LoginVerifier(config.oidc) : undefined,
       implemented: new Map(),

@@ -1,6 +1,7 @@
 /** Operations 3-5: application keys, rotated with overlap (the new key works before the old one is revoked). */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import { announce, credentialChannel } from '../../core/change-notices.ts';
 import { ApiError } from '../../core/errors.ts';
 import { issueKey, type KeyRow, keyColumns, keyJson } from '../../core/identity/applications.ts';
 import type { Scope } from '../../core/scopes.ts';
@@ -87,7 +88,7 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
       ),
       response: { 200: ApplicationKey },
     },
-    handler: async ({ db, body, params, principal }) => {
+    handler: async ({ db, body, params, principal, afterCommit }) => {
       const at = body.revokeAt === undefined ? new Date() : new Date(body.revokeAt);
       if (at.getTime() > Date.now() + maxOverlapDays * 86_400_000) {
         throw new ApiError('invalid_request', `body.revokeAt must be within ${maxOverlapDays} days`);
@@ -99,6 +100,10 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
       );
       const row = result.rows[0];
       if (row === undefined) throw new ApiError('not_found', 'key not found');
+      // Every process drops the key from its cache when this commits: this one before it answers, the others on
+      // the change notice PostgreSQL delivers at commit.
+      await announce(db, credentialChannel, row.id);
+      afterCommit(() => services.keyRevoked?.(row.id));
       return { status: 200, body: keyJson(row) };
     },
   });

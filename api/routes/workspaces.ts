@@ -151,7 +151,11 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'getWorkspace', {
     schemas: { params: IdParams, response: { 200: Workspace } },
     handler: async ({ db, workspace }) => {
-      const result = await db.query<WorkspaceRow>(`SELECT ${columns} FROM workspaces WHERE id = $1`, [workspace?.id]);
+      const result = await db.query<WorkspaceRow>({
+        name: 'switchboard-get-workspace',
+        text: `SELECT ${columns} FROM workspaces WHERE id = $1`,
+        values: [workspace?.id],
+      });
       const row = result.rows[0];
       if (row === undefined) throw new ApiError('not_found', 'workspace not found');
       return { status: 200, body: workspaceJson(row) };

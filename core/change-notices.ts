@@ -1,0 +1,81 @@
+/**
+ * Change notices between processes: a dedicated connection LISTENs on a channel, and writers `pg_notify` inside the
+ * transaction of their change (PostgreSQL delivers it on commit, never for a rollback). Caches built on it are only
+ * trusted while the connection is up: `onReset` runs whenever it drops (notices may have been missed) and again
+ * once it is back, and `listening` says whether to cache at all.
+ */
+import pg from 'pg';
+import type { Queryable } from './database.ts';
+
+export const credentialChannel = 'switchboard_credentials';
+
+export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [channel, payload]);
+}
+
+export class ChangeListener {
+  private client: pg.Client | undefined;
+  private closed = false;
+  private retryDelay = 500;
+  private retryTimer: NodeJS.Timeout | undefined;
+  listening = false;
+
+  constructor(
+    private readonly url: string,
+    private readonly channel: string,
+    private readonly onNotice: (payload: string) => void,
+    private readonly onReset: () => void,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.connect().catch((error: unknown) => this.retry(error));
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, application_name: 'switchboard-listener' });
+    client.on('notification', (message) => {
+      if (message.channel === this.channel) this.onNotice(message.payload ?? '');
+    });
+    client.on('error', (error) => this.lost(client, error));
+    client.on('end', () => this.lost(client, new Error('connection ended')));
+    await client.connect();
+    await client.query(`LISTEN ${this.channel}`);
+    if (this.closed) {
+      await client.end();
+      return;
+    }
+    this.client = client;
+    this.retryDelay = 500;
+    this.onReset();
+    this.listening = true;
+  }
+
+  private lost(client: pg.Client, error: Error): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.listening = false;
+    this.onReset();
+    client.end().catch(() => {});
+    if (!this.closed) this.retry(error);
+  }
+
+  private retry(error: unknown): void {
+    if (this.closed) return;
+    this.log(`change notices on ${this.channel} unavailable, retrying: ${String(error)}`);
+    this.retryTimer = setTimeout(() => {
+      this.connect().catch((next: unknown) => this.retry(next));
+    }, this.retryDelay);
+    this.retryTimer.unref();
+    this.retryDelay = Math.min(this.retryDelay * 2, 30_000);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listening = false;
+    clearTimeout(this.retryTimer);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+}
