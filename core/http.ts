@@ -81,7 +81,8 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && requestIdPattern.test(given) ? given : randomUUID();
     },
-    return503OnClosing: true,
+    // Requests arriving while the server closes get our own 503 envelope (onRequest below).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   });
@@ -103,23 +104,27 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     for (const method of methods) routes.push({ method, pattern: pattern(route.url) });
   });
 
+  // While the server closes, an answer to a request already in flight ends its keep-alive connection: server.close()
+  // reaps only connections idle at that moment, and one that goes idle later would hold the shutdown open until
+  // keepAliveTimeout (72 s), past SHUTDOWN_TIMEOUT_MS. New requests are refused with 503 `unavailable`.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('cache-control', 'no-store');
     reply.headers(corsHeaders);
+    if (closing) {
+      throw new ApiError('unavailable', 'the service is shutting down; retry', { headers: { 'retry-after': '1' } });
+    }
     if (request.method === 'OPTIONS') {
       reply.headers(preflightHeaders);
       return reply.code(204).send();
     }
   });
 
-  // While the server closes, an answer to a request already in flight ends its keep-alive connection: server.close()
-  // reaps only connections idle at that moment, and one that goes idle later would hold the shutdown open until
-  // keepAliveTimeout (72 s), past SHUTDOWN_TIMEOUT_MS.
-  let closing = false;
-  app.addHook('preClose', async () => {
-    closing = true;
-  });
   app.addHook('onSend', async (_request, reply) => {
     if (closing) reply.header('connection', 'close');
   });

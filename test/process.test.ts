@@ -342,11 +342,16 @@ test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   service.child.kill('SIGTERM');
   // The service stops taking requests (refused, or 503 on a connection that was still open) ...
   await until('the service stops taking requests', async () => {
+    let response: Response;
     try {
-      return (await fetch(`${service.url}/healthz`)).status === 503;
+      response = await fetch(`${service.url}/healthz`);
     } catch {
       return true;
     }
+    if (response.status !== 503) return false;
+    t.is(((await response.json()) as { error: { code: string } }).error.code, 'unavailable');
+    t.is(response.headers.get('cache-control'), 'no-store');
+    return true;
   });
   t.is(service.child.exitCode, null, 'it waits for the request in flight');
   // ... and the request in flight completes once the lock goes.
