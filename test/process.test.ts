@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from './helpers/free-port.ts';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -20,17 +20,6 @@ import { freshDatabase, type TestDatabase } from './helpers/database.ts';
 import { request } from './helpers/service.ts';
 
 const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Polls `check` until it holds (or fails the test after `timeoutMs`). */
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {

@@ -4,21 +4,10 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from './helpers/free-port.ts';
 import os from 'node:os';
 import path from 'node:path';
 import { openEmbeddedDatabase } from '../core/embedded-postgres.ts';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 let stop = async () => {};
 if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {

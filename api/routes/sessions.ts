@@ -6,10 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
 import type { Scope } from '../../core/scopes.ts';
-import { workspaceFromHeaders } from '../auth.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, ScopeList, Uuid } from '../schemas.ts';
-import { mintToken } from '../tokens.ts';
+import { mintToken, type TokenClaims } from '../tokens.ts';
 import { grantableScopes } from './application-keys.ts';
 
 export const Session = Type.Object({
@@ -23,6 +22,24 @@ export const Session = Type.Object({
   memberId: Type.Optional(Uuid),
   scopes: Type.Array(Type.String()),
 });
+
+/** Mints the token and answers the session record. */
+async function session(key: Uint8Array, claims: TokenClaims) {
+  const { token, expiresAt } = await mintToken(key, claims);
+  return {
+    status: 201,
+    body: {
+      token,
+      expiresAt: expiresAt.toISOString(),
+      applicationId: claims.applicationId,
+      workspaceId: claims.workspaceId,
+      externalWorkspaceId: claims.externalWorkspaceId,
+      externalUserId: claims.externalUserId,
+      ...(claims.kind === 'user' ? { userId: claims.subjectId } : { memberId: claims.subjectId }),
+      scopes: claims.scopes,
+    },
+  };
+}
 
 export function sessionRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'createSession', {
@@ -48,29 +65,15 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       const row = found.rows[0];
       if (row === undefined) throw new ApiError('not_found', `workspace "${body.externalWorkspaceId}" not found`);
       if (row.user_id === null) throw new ApiError('not_found', `user "${body.externalUserId}" not found`);
-      const claims = {
-        kind: 'user' as const,
+      return session(services.keys.tokens, {
+        kind: 'user',
         applicationId: principal.applicationId as string,
         workspaceId: row.workspace_id,
         externalWorkspaceId: body.externalWorkspaceId,
         subjectId: row.user_id,
         externalUserId: body.externalUserId,
         scopes,
-      };
-      const { token, expiresAt } = await mintToken(services.keys.tokens, claims);
-      return {
-        status: 201,
-        body: {
-          token,
-          expiresAt: expiresAt.toISOString(),
-          applicationId: claims.applicationId,
-          workspaceId: claims.workspaceId,
-          externalWorkspaceId: claims.externalWorkspaceId,
-          externalUserId: claims.externalUserId,
-          userId: claims.subjectId,
-          scopes,
-        },
-      };
+      });
     },
   });
 
@@ -80,10 +83,9 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       body: Type.Object({ scopes: Type.Optional(ScopeList) }, { additionalProperties: false }),
       response: { 201: Session },
     },
-    handler: async ({ db, body, principal, request }) => {
+    handler: async ({ db, body, principal, workspace }) => {
       const login = principal.login;
       if (login === undefined) throw new ApiError('forbidden', 'a member login is required');
-      const workspace = await workspaceFromHeaders(db, principal, request.headers, false);
       const found = await db.query<{
         id: string;
         workspace_id: string;
@@ -105,29 +107,15 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       }
       const member = found.rows[0] as (typeof found.rows)[number];
       const scopes = grantableScopes(body.scopes, new Set(member.scopes)) as Scope[];
-      const claims = {
-        kind: 'member' as const,
+      return session(services.keys.tokens, {
+        kind: 'member',
         applicationId: member.application_id,
         workspaceId: member.workspace_id,
         externalWorkspaceId: member.external_workspace_id,
         subjectId: member.id,
         externalUserId: null,
         scopes,
-      };
-      const { token, expiresAt } = await mintToken(services.keys.tokens, claims);
-      return {
-        status: 201,
-        body: {
-          token,
-          expiresAt: expiresAt.toISOString(),
-          applicationId: claims.applicationId,
-          workspaceId: claims.workspaceId,
-          externalWorkspaceId: claims.externalWorkspaceId,
-          externalUserId: null,
-          memberId: member.id,
-          scopes,
-        },
-      };
+      });
     },
   });
 }
