@@ -35,29 +35,41 @@ function sign(key: Uint8Array, payload: string): Buffer {
   return createHmac('sha256', key).update(payload).digest().subarray(0, 16);
 }
 
-export function encodeCursor(key: Uint8Array, list: string, owner: string, position: Position): string {
-  const payload = Buffer.from(JSON.stringify([list, owner, position.ts, position.id])).toString('base64url');
+/** An opaque, signed cursor carrying string parts. */
+export function sealCursor(key: Uint8Array, parts: readonly string[]): string {
+  const payload = Buffer.from(JSON.stringify(parts)).toString('base64url');
   return `${payload}.${sign(key, payload).toString('base64url')}`;
 }
 
-export function decodeCursor(key: Uint8Array, list: string, owner: string, cursor: string): Position {
-  const refuse = () => new ApiError('invalid_cursor', 'cursor is not one this list handed out');
-  if (cursor.length === 0 || cursor.length > maxCursorLength) throw refuse();
+/** The parts of a cursor this service sealed, or undefined for anything malformed, altered or made up. */
+export function openCursor(key: Uint8Array, cursor: string, length: number): string[] | undefined {
+  if (cursor.length === 0 || cursor.length > maxCursorLength) return undefined;
   const [payload, signature, extra] = cursor.split('.');
-  if (payload === undefined || signature === undefined || extra !== undefined) throw refuse();
+  if (payload === undefined || signature === undefined || extra !== undefined) return undefined;
   const expected = sign(key, payload);
   const given = Buffer.from(signature, 'base64url');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw refuse();
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
   } catch {
-    throw refuse();
+    return undefined;
   }
-  if (!Array.isArray(parsed) || parsed.length !== 4) throw refuse();
-  const [cursorList, cursorOwner, ts, id] = parsed as unknown[];
-  if (cursorList !== list || cursorOwner !== owner || typeof ts !== 'string' || typeof id !== 'string' || !isUuid(id)) {
-    throw refuse();
+  if (!Array.isArray(parsed) || parsed.length !== length || !parsed.every((part) => typeof part === 'string')) {
+    return undefined;
+  }
+  return parsed as string[];
+}
+
+export function encodeCursor(key: Uint8Array, list: string, owner: string, position: Position): string {
+  return sealCursor(key, [list, owner, position.ts, position.id]);
+}
+
+export function decodeCursor(key: Uint8Array, list: string, owner: string, cursor: string): Position {
+  const parts = openCursor(key, cursor, 4);
+  const [cursorList, cursorOwner, ts, id] = parts ?? [];
+  if (cursorList !== list || cursorOwner !== owner || ts === undefined || id === undefined || !isUuid(id)) {
+    throw new ApiError('invalid_cursor', 'cursor is not one this list handed out');
   }
   return { ts, id };
 }

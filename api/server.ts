@@ -12,6 +12,7 @@ import { openApiDocument } from './openapi.ts';
 import { isMutation, operations } from './operations.ts';
 import type { Services } from './route.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
+import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
@@ -54,6 +55,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   workspaceRoutes(app, services);
   userRoutes(app, services);
   memberRoutes(app, services);
+  eventRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

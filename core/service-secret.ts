@@ -9,6 +9,8 @@ import type { Queryable } from './database.ts';
 export interface SigningKeys {
   tokens: Uint8Array;
   cursors: Uint8Array;
+  /** Encrypts webhook signing secrets at rest. */
+  webhookSecrets: Uint8Array;
 }
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
@@ -27,5 +29,9 @@ function derive(secret: string, purpose: string): Uint8Array {
 
 export async function loadSigningKeys(db: Queryable, configured: string | undefined): Promise<SigningKeys> {
   const secret = await masterSecret(db, configured);
-  return { tokens: derive(secret, 'end-user tokens'), cursors: derive(secret, 'list cursors') };
+  return {
+    tokens: derive(secret, 'end-user tokens'),
+    cursors: derive(secret, 'list cursors'),
+    webhookSecrets: derive(secret, 'webhook signing secrets'),
+  };
 }

@@ -63,3 +63,8 @@ export function describeValidationError(context: string, errors: ErrorObject[]):
       return `${at} ${error.message ?? 'is invalid'}`;
   }
 }
+
+/** A strict validator (no coercion) for data the service itself produces, such as events. */
+export function compileStrict(schema: object) {
+  return bodies.compile(schema);
+}

@@ -1,0 +1,97 @@
+/**
+ * The transactional outbox: `appendEvent` records an event inside the transaction of the change it reports
+ * (docs/events.md). In one statement it takes the stream's next sequence (row-locking the stream until commit, so a
+ * stream's events commit in sequence order), writes the event with its log position, queues it for every enabled
+ * webhook endpoint of the application that takes its type, and notifies the dispatchers (delivered at commit).
+ */
+import { randomUUID } from 'node:crypto';
+import type { ValidateFunction } from 'ajv';
+import type { Queryable } from '../database.ts';
+import { compileStrict } from '../validation.ts';
+import { type Event, type EventType, eventSchemas, streamOf } from './types.ts';
+
+export const eventsChannel = 'switchboard_events';
+
+/** The fields of an event that are not common to all events (section 6), by type. */
+type ExtraFields<T extends EventType> = Omit<
+  Event<T>,
+  'id' | 'type' | 'occurredAt' | 'applicationId' | 'workspaceId' | 'externalWorkspaceId' | 'sequence'
+>;
+
+export interface NewEvent<T extends EventType> {
+  type: T;
+  /** The stream's subject: the call id, number id or member id (the kind follows from the type). */
+  streamId: string;
+  applicationId: string;
+  workspaceId: string;
+  externalWorkspaceId: string | null;
+  fields: ExtraFields<T>;
+}
+
+export interface AppendedEvent {
+  id: string;
+  sequence: number;
+  streamKey: string;
+  payload: string;
+}
+
+const validators = new Map<EventType, ValidateFunction>();
+
+function validate(type: EventType, event: unknown): void {
+  let check = validators.get(type);
+  if (check === undefined) {
+    check = compileStrict(eventSchemas[type]);
+    validators.set(type, check);
+  }
+  if (!check(event)) {
+    throw new Error(`invalid ${type} event: ${JSON.stringify(check.errors?.slice(0, 3))}`);
+  }
+}
+
+export function streamKey(type: EventType, streamId: string): string {
+  return `${streamOf[type]}:${streamId}`;
+}
+
+export async function appendEvent<T extends EventType>(db: Queryable, input: NewEvent<T>): Promise<AppendedEvent> {
+  const id = randomUUID();
+  const occurredAt = new Date().toISOString();
+  const event = {
+    id,
+    type: input.type,
+    occurredAt,
+    applicationId: input.applicationId,
+    workspaceId: input.workspaceId,
+    externalWorkspaceId: input.externalWorkspaceId,
+    ...input.fields,
+  };
+  validate(input.type, { ...event, sequence: 1 });
+  const stream = streamKey(input.type, input.streamId);
+  const result = await db.query<{ sequence: string; payload: string }>({
+    name: 'switchboard-append-event',
+    text: `WITH stream AS (
+         INSERT INTO event_streams (stream_key, last_sequence) VALUES ($1, 1)
+         ON CONFLICT (stream_key) DO UPDATE SET last_sequence = event_streams.last_sequence + 1
+         RETURNING last_sequence),
+       event AS (
+         INSERT INTO events (id, application_id, workspace_id, type, stream_key, sequence, occurred_at, payload)
+         SELECT $2, $3, $4, $5, $1, stream.last_sequence, $6,
+                ($7::jsonb || jsonb_build_object('sequence', stream.last_sequence))::text
+           FROM stream
+         RETURNING sequence, payload),
+       targets AS (
+         SELECT id FROM webhook_endpoints
+          WHERE application_id = $3 AND enabled AND (event_types IS NULL OR $5 = ANY (event_types))),
+       queued AS (
+         INSERT INTO webhook_deliveries (endpoint_id, event_id, stream_key, sequence)
+         SELECT targets.id, $2, $1, event.sequence FROM targets, event),
+       lanes AS (
+         INSERT INTO webhook_lanes (endpoint_id, stream_key, next_attempt_at)
+         SELECT targets.id, $1, now() FROM targets
+         ON CONFLICT (endpoint_id, stream_key)
+         DO UPDATE SET next_attempt_at = coalesce(webhook_lanes.next_attempt_at, excluded.next_attempt_at))
+     SELECT event.sequence, event.payload, pg_notify('${eventsChannel}', $3) FROM event`,
+    values: [stream, id, input.applicationId, input.workspaceId, input.type, occurredAt, JSON.stringify(event)],
+  });
+  const row = result.rows[0] as { sequence: string; payload: string };
+  return { id, sequence: Number(row.sequence), streamKey: stream, payload: row.payload };
+}
