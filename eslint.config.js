@@ -4,7 +4,7 @@ import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['node_modules/', '.switchboard/'] },
+  { ignores: ['node_modules/', '.switchboard/', 'dist/'] },
   js.configs.recommended,
   tseslint.configs.recommended,
   {
@@ -14,7 +14,7 @@ export default defineConfig(
     },
   },
   {
-    files: ['**/*.js'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    files: ['**/*.js', '**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
 );

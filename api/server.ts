@@ -16,6 +16,7 @@ import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 
 export function registerApi(app: FastifyInstance, shared: Services): void {
@@ -56,6 +57,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   userRoutes(app, services);
   memberRoutes(app, services);
   eventRoutes(app, services);
+  webhookRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

@@ -9,20 +9,16 @@
  * Target: an authenticated read reaches at least 40% of the bare route's requests per second.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { freePort } from '../test/helpers/free-port.ts';
+import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import pg from 'pg';
 import { loadConfig } from '../core/config.ts';
-import { migrate } from '../core/database.ts';
-import { openEmbeddedDatabase } from '../core/embedded-postgres.ts';
 import { createApplication } from '../core/identity/applications.ts';
 import { startRoles } from '../core/roles.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
+import { scratchDatabase } from './database.ts';
 import type { Figures, Measurement } from './load.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -31,51 +27,6 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 6);
 const target = 0.4;
 
 const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url));
-
-interface ScratchDatabase {
-  url: string;
-  where: string;
-  close(): Promise<void>;
-}
-
-/** A database for this run only: made on DATABASE_URL's server, or on an embedded server started here. */
-async function scratchDatabase(): Promise<ScratchDatabase> {
-  const serverUrl = process.env.DATABASE_URL;
-  if (serverUrl === undefined || serverUrl === '') {
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-bench-'));
-    const embedded = await openEmbeddedDatabase(dataDir, await freePort(), () => {});
-    await migrate(embedded.url);
-    return {
-      url: embedded.url,
-      where: 'embedded PostgreSQL (DATABASE_URL is not set)',
-      async close() {
-        await embedded.stop();
-        await rm(dataDir, { recursive: true, force: true });
-      },
-    };
-  }
-  const name = `sb_bench_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  await migrate(url.toString());
-  return {
-    url: url.toString(),
-    where: `DATABASE_URL (scratch database ${name})`,
-    async close() {
-      const client = new pg.Client({ connectionString: serverUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
 
 /** Runs one measurement in a child process and returns its figures. */
 async function measure(measurement: Omit<Measurement, 'connections' | 'warmupSeconds' | 'seconds'>): Promise<Figures> {

@@ -64,6 +64,17 @@ export const settings: readonly Setting[] = [
     default: '8082',
     meaning: 'Health and metrics port of `switchboard operator` (under `all`, `PORT` serves them).',
   },
+  {
+    name: 'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+    default: 'false',
+    meaning:
+      '`true` lets webhook URLs reach private, loopback and link-local hosts (self-hosted receivers, tests). Keep `false` otherwise.',
+  },
+  {
+    name: 'WEBHOOK_CONCURRENCY',
+    default: '64',
+    meaning: 'Webhook attempts one engine process makes at once (each stream has at most one in flight).',
+  },
 ];
 
 export class ConfigError extends Error {}
@@ -89,6 +100,10 @@ export interface Config {
   shutdownTimeoutMs: number;
   engineHttpPort: number;
   operatorHttpPort: number;
+  /** Webhook URLs may name private, loopback and link-local hosts (WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
+  webhookAllowPrivateNetworks: boolean;
+  /** Webhook attempts in flight at once in one engine process (WEBHOOK_CONCURRENCY). */
+  webhookConcurrency: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -115,6 +130,14 @@ function url(env: Env, name: string): string | undefined {
   } catch {
     throw new ConfigError(`${name} must be a URL, got "${raw}"`);
   }
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -152,5 +175,7 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30000, 0, 3600000),
     engineHttpPort: integer(env, 'ENGINE_HTTP_PORT', 8081, 0, 65535),
     operatorHttpPort: integer(env, 'OPERATOR_HTTP_PORT', 8082, 0, 65535),
+    webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
+    webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
   };
 }

@@ -8,6 +8,7 @@ import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
 import { LoginVerifier } from '../api/oidc.ts';
 import { registerApi } from '../api/server.ts';
+import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { registerHealthRoutes } from './health.ts';
@@ -39,8 +40,9 @@ export async function startRoles(
   registerHealthRoutes(app, database.pool, registry);
 
   const timers: NodeJS.Timeout[] = [];
-  if (roles.has('api')) {
-    const keys = await loadSigningKeys(database.pool, config.secret);
+  const keys =
+    roles.has('api') || roles.has('engine') ? await loadSigningKeys(database.pool, config.secret) : undefined;
+  if (roles.has('api') && keys !== undefined) {
     registerApi(app, {
       config,
       pool: database.pool,
@@ -61,6 +63,20 @@ export async function startRoles(
     await database.close();
     throw error;
   }
+  // The engine's webhook deliveries (docs/events.md): under `all` and `engine`.
+  let delivery: Dispatcher | undefined;
+  if (roles.has('engine') && keys !== undefined) {
+    delivery = new Dispatcher({
+      pool: database.pool,
+      databaseUrl: database.url,
+      secretsKey: keys.webhookSecrets,
+      allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+      concurrency: config.webhookConcurrency,
+      registry,
+      log: log.child({ component: 'webhooks' }),
+    });
+    await delivery.start();
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
@@ -75,7 +91,8 @@ export async function startRoles(
     close() {
       closing ??= (async () => {
         for (const timer of timers) clearInterval(timer);
-        await app.close();
+        // Deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
+        await Promise.all([app.close(), delivery?.close()]);
         await database.close();
         log.info('switchboard stopped');
       })();

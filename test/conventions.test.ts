@@ -369,8 +369,8 @@ test('no credential is 401 everywhere, a 501 operation included; 501 not_impleme
     workspaceId: setup.workspace.id,
   });
   assertError(t, implementedLater, 501, 'not_implemented', 'GET /calls with key');
-  const mutationLater = await service.request('POST', '/api/v1/webhooks', { auth: setup.apiKey, body: {} });
-  assertError(t, mutationLater, 501, 'not_implemented', 'POST /webhooks with key');
+  const mutationLater = await service.request('POST', '/api/v1/calls', { auth: setup.apiKey, body: {} });
+  assertError(t, mutationLater, 501, 'not_implemented', 'POST /calls with key');
 
   // Authorization also runs before 501: a token without the scope is refused, one with it reaches the 501.
   const mint = async (scopes: string[]) => {
@@ -858,14 +858,21 @@ test('/openapi.json describes the 81 operations', async (t) => {
     Array.from({ length: 81 }, (_, index) => index + 1),
   );
   const schemes = Object.keys(document.components.securitySchemes);
-  // The operations built so far: identity (1-16) and the event log (80).
-  const implementedOperations = new Set([...Array.from({ length: 16 }, (_, index) => index + 1), 80]);
+  // The operations built so far: identity (1-16), webhooks (73-79) and the event log (80).
+  const implementedOperations = new Set([
+    ...Array.from({ length: 16 }, (_, index) => index + 1),
+    ...Array.from({ length: 7 }, (_, index) => index + 73),
+    80,
+  ]);
   const optionalBodies = new Set([
     'createMemberSession',
     'createApplicationKey',
     'revokeApplicationKey',
     'createWorkspaceKey',
     'deleteUser',
+    'deleteWebhook',
+    'replayWebhook',
+    'rotateWebhookSecret',
   ]);
   for (const { method, path, operation } of found) {
     const label = `${method.toUpperCase()} ${path} (${operation.operationId})`;

@@ -50,6 +50,8 @@ export function eventRoutes(app: FastifyInstance, services: Services) {
               .split(',')
               .map((type) => type.trim())
               .filter((type) => type !== '');
+      // An empty list would serve nothing yet move the cursor past every event: refuse it rather than skip.
+      if (types !== null && types.length === 0) throw new ApiError('invalid_request', 'query.type names no event type');
       for (const type of types ?? []) {
         if (!isEventType(type)) throw new ApiError('invalid_request', `query.type has an unknown event type "${type}"`);
       }

@@ -1,0 +1,189 @@
+/**
+ * The events bench (part of `npm run bench`): events committed through the outbox and delivered end to end to a real
+ * HTTPS receiver (order checked there), and the delay from an event's write to its arrival at the receiver, beside
+ * the rate of plain single-row inserts into the same database in the same run.
+ *
+ * Targets on 2 cores: 2,000 events/s delivered; p99 under 250 ms at 500 events/s.
+ * Run by bench/run.ts in a child process whose NODE_EXTRA_CA_CERTS trusts the test certificate.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { loadConfig } from '../core/config.ts';
+import { appendEvent } from '../core/events/outbox.ts';
+import { createApplication } from '../core/identity/applications.ts';
+import { startRoles } from '../core/roles.ts';
+import { loadSigningKeys } from '../core/service-secret.ts';
+import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
+import { scratchDatabase } from './database.ts';
+
+const total = Number(process.env.BENCH_EVENTS ?? 20000);
+const streams = Number(process.env.BENCH_STREAMS ?? 200);
+const writers = Number(process.env.BENCH_WRITERS ?? 8);
+const pacedRate = 500;
+const pacedSeconds = Number(process.env.BENCH_PACED_SECONDS ?? 10);
+
+interface Report {
+  received: number;
+  outOfOrder: number;
+  overlapping: number;
+  latencies: number[];
+}
+
+function ask(receiver: ChildProcess): Promise<Report> {
+  return new Promise((resolve) => {
+    const listener = (message: { type: string } & Report) => {
+      if (message.type !== 'report') return;
+      receiver.off('message', listener);
+      resolve(message);
+    };
+    receiver.on('message', listener);
+    receiver.send({ type: 'report' });
+  });
+}
+
+/** Asks the receiver until it has `count` events; returns when it did and everything it reported meanwhile. */
+async function awaitDelivered(receiver: ChildProcess, count: number, deadlineMs: number) {
+  const merged: Report = { received: 0, outOfOrder: 0, overlapping: 0, latencies: [] };
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const report = await ask(receiver);
+    Object.assign(merged, {
+      received: report.received,
+      outOfOrder: report.outOfOrder,
+      overlapping: report.overlapping,
+    });
+    merged.latencies.push(...report.latencies);
+    if (report.received >= count) return { ...merged, at: Date.now() };
+    if (Date.now() > deadline) throw new Error(`only ${report.received} of ${count} events arrived in time`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+}
+
+async function runWriters(count: number, work: (index: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: writers }, async () => {
+      for (let index = next++; index < count; index = next++) await work(index);
+    }),
+  );
+}
+
+const database = await scratchDatabase();
+const pool = new pg.Pool({ connectionString: database.url, max: writers + 2 });
+const receiver = fork(fileURLToPath(new URL('./receiver.ts', import.meta.url)), {
+  execArgv: ['--import=tsx'],
+  stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+});
+const service = await startRoles(
+  loadConfig({
+    ...process.env,
+    DATABASE_URL: database.url,
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+  }),
+  new Set(['engine']),
+);
+try {
+  const port = await new Promise<number>((resolve) => {
+    receiver.on('message', (message: { type: string; port: number }) => {
+      if (message.type === 'listening') resolve(message.port);
+    });
+  });
+  const keys = await loadSigningKeys(pool, process.env.SWITCHBOARD_SECRET);
+  await createApplication(pool, 'bench', []);
+  const workspace = await pool.query<{ id: string }>(
+    `INSERT INTO workspaces (application_id, external_workspace_id, name, timezone, destination_policy, limits)
+     VALUES ('bench', 'bench', 'Bench', 'UTC', '{}', '{}') RETURNING id`,
+  );
+  const workspaceId = (workspace.rows[0] as { id: string }).id;
+  await pool.query('INSERT INTO webhook_endpoints (application_id, url, secret) VALUES ($1, $2, $3)', [
+    'bench',
+    `https://localhost:${port}/hooks`,
+    sealSecret(keys.webhookSecrets, newSigningSecret()),
+  ]);
+  const callIds = Array.from({ length: streams }, () => randomUUID());
+  const startedAt = new Date().toISOString();
+  const append = (index: number) => {
+    const callId = callIds[index % streams] as string;
+    return appendEvent(pool, {
+      type: 'call.started',
+      streamId: callId,
+      applicationId: 'bench',
+      workspaceId,
+      externalWorkspaceId: 'bench',
+      fields: {
+        callId,
+        call: {
+          id: callId,
+          direction: 'inbound',
+          from: '+15550100000',
+          to: '+15550100001',
+          phoneNumberId: null,
+          state: 'initiated',
+          startedAt,
+          answeredAt: null,
+          endedAt: null,
+          endReason: null,
+        },
+      },
+    });
+  };
+
+  // Baseline: plain single-row inserts, same writers, same database.
+  await pool.query('CREATE TABLE bench_rows (id bigserial PRIMARY KEY, body text NOT NULL)');
+  const body = 'x'.repeat(500);
+  let began = performance.now();
+  await runWriters(total, () => pool.query('INSERT INTO bench_rows (body) VALUES ($1)', [body]));
+  const insertRate = total / ((performance.now() - began) / 1000);
+
+  // Throughput: commit as fast as the writers can; the receiver must get every event, in order per stream.
+  began = performance.now();
+  const wallStart = Date.now();
+  await runWriters(total, append);
+  const commitRate = total / ((performance.now() - began) / 1000);
+  const delivered = await awaitDelivered(receiver, total, 300_000);
+  const deliveredRate = total / ((delivered.at - wallStart) / 1000);
+
+  // Latency at a steady 500 events/s.
+  const pacedTotal = pacedRate * pacedSeconds;
+  let written = 0;
+  const pacedStart = performance.now();
+  while (written < pacedTotal) {
+    const due = Math.min(pacedTotal, Math.floor(((performance.now() - pacedStart) / 1000) * pacedRate));
+    const batch: Promise<unknown>[] = [];
+    for (; written < due; written += 1) batch.push(append(total + written));
+    await Promise.all(batch);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const paced = await awaitDelivered(receiver, total + pacedTotal, 120_000);
+  const pacedLatencies = paced.latencies.slice(-pacedTotal);
+
+  const lines = [
+    `events bench: ${total} events over ${streams} streams, ${writers} writers; then ${pacedRate} events/s for ${pacedSeconds} s`,
+    '',
+    '| measure | value |',
+    '|---|---|',
+    `| plain single-row inserts (baseline) | ${insertRate.toFixed(0)} rows/s |`,
+    `| events committed (outbox) | ${commitRate.toFixed(0)} events/s (${((commitRate / insertRate) * 100).toFixed(0)}% of plain inserts) |`,
+    `| events delivered end to end | ${deliveredRate.toFixed(0)} events/s (${((deliveredRate / insertRate) * 100).toFixed(0)}% of plain inserts) |`,
+    `| write to arrival at ${pacedRate} events/s | p50 ${percentile(pacedLatencies, 50)} ms, p99 ${percentile(pacedLatencies, 99)} ms |`,
+    `| order at the receiver | ${paced.outOfOrder} out of order, ${paced.overlapping} overlapping requests in one stream |`,
+    '',
+    `target: 2000 events/s delivered: ${deliveredRate >= 2000 ? 'MET' : 'NOT MET'}; p99 under 250 ms at ${pacedRate}/s: ${percentile(pacedLatencies, 99) < 250 ? 'MET' : 'NOT MET'}`,
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (paced.outOfOrder > 0 || paced.overlapping > 0) process.exitCode = 1;
+} finally {
+  receiver.send({ type: 'stop' });
+  await service.close();
+  await pool.end();
+  await database.close();
+}

@@ -1,0 +1,298 @@
+/**
+ * The webhook dispatcher of an engine process (docs/events.md, Delivering). It claims due lanes (one endpoint, one
+ * stream) under a lease with FOR UPDATE SKIP LOCKED, so any number of engine processes share the work and a lane
+ * has one attempt in flight at a time; it runs the attempts of different lanes concurrently up to a cap, so a
+ * stalled or failing stream never holds up another; and it writes each outcome back (next head due at once, or a
+ * retry after backoff, or parking after 24 hours).
+ *
+ * It claims when a transaction that appended events commits (LISTEN on the outbox's channel), when one of its own
+ * retries comes due (a timer), when an attempt ends (room for another), and on a slow poll that also picks up the
+ * lanes of a dispatcher that died (their leases run out) and retries scheduled by other processes.
+ */
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { Registry } from 'prom-client';
+import { ChangeListener } from '../../core/change-notices.ts';
+import { eventsChannel } from '../../core/events/outbox.ts';
+import { openSecret } from '../../core/webhooks/secrets.ts';
+import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';
+import { retryDelayMs, shouldPark } from './backoff.ts';
+import { type ClaimedLane, type HeadEvent, claimLanes, laneCounts, recordFailure } from './lanes.ts';
+import { DeliveryMetrics } from './metrics.ts';
+import { ReleaseBatcher } from './releases.ts';
+
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+export interface DeliveryLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  debug(object: object, message: string): void;
+}
+
+const silent: DeliveryLog = { info() {}, warn() {}, debug() {} };
+
+export interface DispatcherOptions {
+  pool: pg.Pool;
+  /** For the LISTEN connection. */
+  databaseUrl: string;
+  /** Opens the sealed signing secrets (SigningKeys.webhookSecrets). */
+  secretsKey: Uint8Array;
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS. */
+  allowPrivateNetworks: boolean;
+  /** Attempts in flight at once (WEBHOOK_CONCURRENCY); default 64. */
+  concurrency?: number;
+  /** Where the delivery metrics go; default a registry of its own. */
+  registry?: Registry;
+  log?: DeliveryLog;
+  /** Every time the dispatcher writes or compares; tests move it forward. Default: the system clock. */
+  clock?: Clock;
+  /** How long a claimed lane stays held; longer than an attempt. Default 30 s. */
+  leaseMs?: number;
+  /** The success window of one attempt. Default 10 s (spec section 6); tests shorten it. */
+  attemptTimeoutMs?: number;
+  /** The slow poll. Default 1 s. */
+  pollIntervalMs?: number;
+}
+
+/** Claims per query at most (and at most the room left under the concurrency cap). */
+const claimBatch = 100;
+/** Retry times remembered for the wake-up timer; beyond this the poll finds them. */
+const maxRetryTimes = 10_000;
+
+export class Dispatcher {
+  readonly owner = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+  private readonly pool: pg.Pool;
+  private readonly clock: Clock;
+  private readonly log: DeliveryLog;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly attemptTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly agent = deliveryAgent();
+  private readonly metrics: DeliveryMetrics;
+  private readonly listener: ChangeListener;
+  private readonly releases: ReleaseBatcher;
+  /** Attempts running here, by lane. */
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private claiming: Promise<void> | undefined;
+  private claimAgain = false;
+  private closed = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  /** Due times (clock ms, ascending) of the retries this dispatcher scheduled, and the timer for the first. */
+  private retryTimes: number[] = [];
+  private retryTimer: NodeJS.Timeout | undefined;
+  private claimErrorLogged = 0;
+  /** Claims made, for lease tokens: each claim holds its lanes under `<owner>#<n>`. */
+  private claims = 0;
+
+  constructor(private readonly options: DispatcherOptions) {
+    this.pool = options.pool;
+    this.clock = options.clock ?? systemClock;
+    this.log = options.log ?? silent;
+    this.concurrency = options.concurrency ?? 64;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.attemptTimeoutMs = options.attemptTimeoutMs ?? defaultAttemptTimeoutMs;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.releases = new ReleaseBatcher(this.pool, this.clock);
+    this.metrics = new DeliveryMetrics(options.registry ?? new Registry(), () => laneCounts(this.pool));
+    this.listener = new ChangeListener(
+      options.databaseUrl,
+      eventsChannel,
+      () => this.wake(),
+      () => this.wake(),
+      (message) => this.log.warn({}, message),
+    );
+  }
+
+  async start(): Promise<void> {
+    await this.listener.start();
+    this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
+    this.pollTimer.unref();
+    this.wake();
+  }
+
+  /** Claims due lanes now (or right after the claim under way). */
+  wake(): void {
+    if (this.closed) return;
+    if (this.claiming !== undefined) {
+      this.claimAgain = true;
+      return;
+    }
+    this.claiming = this.claimLoop().finally(() => {
+      this.claiming = undefined;
+    });
+  }
+
+  /** Stops claiming, lets the attempts in flight finish (each is bounded by its time limit) and closes connections. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    await this.listener.close();
+    await this.claiming;
+    let bound: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(this.inFlight.values()),
+      new Promise((resolve) => {
+        bound = setTimeout(resolve, this.attemptTimeoutMs + 5_000);
+      }),
+    ]);
+    clearTimeout(bound);
+    this.agent.destroy();
+  }
+
+  private async claimLoop(): Promise<void> {
+    try {
+      do {
+        this.claimAgain = false;
+        const limit = Math.min(this.concurrency - this.inFlight.size, claimBatch);
+        if (limit <= 0) return; // an attempt that ends wakes the dispatcher again
+        const now = this.clock.now();
+        this.claims += 1;
+        const lease = `${this.owner}#${this.claims}`;
+        const lanes = await claimLanes(this.pool, lease, now, new Date(now.getTime() + this.leaseMs), limit);
+        for (const lane of lanes) this.run(lane);
+        if (lanes.length === limit) this.claimAgain = true; // more may be due
+      } while (this.claimAgain && !this.closed);
+    } catch (error) {
+      // The poll tries again; say so once a minute at most.
+      if (Date.now() - this.claimErrorLogged > 60_000) {
+        this.claimErrorLogged = Date.now();
+        this.log.warn({ err: error }, 'webhook dispatcher could not claim work; retrying');
+      }
+    }
+  }
+
+  private run(lane: ClaimedLane): void {
+    const key = `${lane.endpointId} ${lane.streamKey}`;
+    // Still finishing here: the attempt that just released this lane (before it left inFlight), or, after a pause
+    // longer than the lease, an attempt whose lease this claim replaced. Either way the new claim runs after it.
+    const previous = this.inFlight.get(key) ?? Promise.resolve();
+    const attempt: Promise<void> = previous
+      .then(() => this.deliver(lane))
+      .catch((error: unknown) => {
+        this.log.warn(
+          { err: error, endpointId: lane.endpointId, streamKey: lane.streamKey },
+          'webhook delivery outcome not recorded; the lane is retried when its lease ends',
+        );
+      })
+      .finally(() => {
+        if (this.inFlight.get(key) === attempt) this.inFlight.delete(key);
+        this.wake();
+      });
+    this.inFlight.set(key, attempt);
+  }
+
+  private async deliver(lane: ClaimedLane): Promise<void> {
+    const head = lane.head;
+    if (head === undefined) {
+      await this.releases.release(lane, null);
+      return;
+    }
+    const startedAt = this.clock.now();
+    const started = performance.now();
+    if (lane.headEventId !== head.eventId) {
+      const since = Math.max(head.occurredAt.getTime(), head.queuedAt.getTime());
+      this.metrics.firstAttemptDelay.observe(Math.max(0, startedAt.getTime() - since) / 1000);
+    }
+    const result = await this.attempt(lane, head, startedAt);
+    this.metrics.attempted(result.outcome, (performance.now() - started) / 1000);
+    const now = this.clock.now();
+    if (result.outcome === 'success') {
+      await this.releases.release(lane, head.eventId);
+      return;
+    }
+    const sameHead = lane.headEventId === head.eventId;
+    const attempts = (sameHead ? lane.attempts : 0) + 1;
+    const headFirstAttemptAt = (sameHead ? lane.headFirstAttemptAt : null) ?? startedAt;
+    const parked = shouldPark(headFirstAttemptAt, now);
+    const nextAttemptAt = new Date(now.getTime() + retryDelayMs(attempts));
+    const error = result.error ?? result.outcome;
+    await recordFailure(this.pool, lane, {
+      attempts,
+      headEventId: head.eventId,
+      headFirstAttemptAt,
+      attemptedAt: startedAt,
+      error,
+      nextAttemptAt,
+      parkedAt: parked ? now : null,
+    });
+    const context = { endpointId: lane.endpointId, streamKey: lane.streamKey, eventId: head.eventId, attempts, error };
+    if (parked) {
+      this.log.warn(context, 'webhook stream parked after 24 hours of failed attempts; it resumes on replay');
+    } else {
+      this.log.debug(context, 'webhook delivery attempt failed');
+      this.retryAt(nextAttemptAt.getTime());
+    }
+  }
+
+  private async attempt(lane: ClaimedLane, head: HeadEvent, startedAt: Date): Promise<AttemptResult> {
+    let secrets: string[];
+    try {
+      secrets = [openSecret(this.options.secretsKey, lane.secret)];
+      if (
+        lane.previousSecret !== null &&
+        lane.previousSecretExpiresAt !== null &&
+        lane.previousSecretExpiresAt.getTime() > startedAt.getTime()
+      ) {
+        secrets.push(openSecret(this.options.secretsKey, lane.previousSecret));
+      }
+    } catch {
+      return {
+        outcome: 'refused',
+        error: "refused: the endpoint's signing secret cannot be opened with this service's key",
+      };
+    }
+    return attemptDelivery(
+      {
+        url: lane.url,
+        secrets,
+        eventId: head.eventId,
+        eventType: head.type,
+        payload: head.payload,
+        timestamp: Math.floor(startedAt.getTime() / 1000),
+      },
+      {
+        agent: this.agent,
+        allowPrivateNetworks: this.options.allowPrivateNetworks,
+        timeoutMs: this.attemptTimeoutMs,
+      },
+    );
+  }
+
+  /** Wakes the dispatcher when a retry it scheduled comes due (the poll covers retries scheduled elsewhere). */
+  private retryAt(at: number): void {
+    if (this.closed) return;
+    const times = this.retryTimes;
+    let index = times.length;
+    while (index > 0 && (times[index - 1] as number) > at) index -= 1;
+    times.splice(index, 0, at);
+    if (times.length > maxRetryTimes) times.pop();
+    if (index === 0) this.armRetryTimer();
+  }
+
+  private armRetryTimer(): void {
+    clearTimeout(this.retryTimer);
+    const first = this.retryTimes[0];
+    if (first === undefined || this.closed) return;
+    this.retryTimer = setTimeout(
+      () => {
+        const now = this.clock.now().getTime();
+        let due = 0;
+        while (due < this.retryTimes.length && (this.retryTimes[due] as number) <= now) due += 1;
+        this.retryTimes.splice(0, due);
+        this.wake();
+        this.armRetryTimer();
+      },
+      Math.max(0, first - this.clock.now().getTime()),
+    );
+    this.retryTimer.unref();
+  }
+}

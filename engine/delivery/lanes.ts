@@ -1,0 +1,253 @@
+/**
+ * The delivery state in PostgreSQL (core/migrations/0002_events.sql): claiming due lanes under a lease and writing
+ * the outcome of an attempt back. Every time is a parameter (the dispatcher's clock), never the database's now().
+ *
+ * While a dispatcher holds a lane, the lane's next_attempt_at is its lease's end: a dispatcher that dies leaves the
+ * lane to come due again when the lease runs out, and appendEvent (which only fills in a null next_attempt_at) leaves
+ * a held lane alone.
+ */
+import type { Queryable } from '../../core/database.ts';
+
+export interface HeadEvent {
+  eventId: string;
+  sequence: number;
+  type: string;
+  payload: string;
+  occurredAt: Date;
+  /** When this delivery was queued: the event's transaction, or the replay that queued it again. */
+  queuedAt: Date;
+}
+
+export interface ClaimedLane {
+  /** The lease token this lane is held under (lease_owner): the outcome is written only while it still holds. */
+  lease: string;
+  endpointId: string;
+  streamKey: string;
+  /** Failed attempts of `headEventId` so far, and when its first attempt was (the parking clock). */
+  attempts: number;
+  headEventId: string | null;
+  headFirstAttemptAt: Date | null;
+  url: string;
+  /** Sealed signing secrets (core/webhooks/secrets.ts). */
+  secret: string;
+  previousSecret: string | null;
+  previousSecretExpiresAt: Date | null;
+  /** The undelivered event of lowest sequence; undefined when the lane has nothing left. */
+  head: HeadEvent | undefined;
+}
+
+interface ClaimRow {
+  endpoint_id: string;
+  stream_key: string;
+  attempts: number;
+  head_event_id: string | null;
+  head_first_attempt_at: Date | null;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
+  event_id: string | null;
+  sequence: string | null;
+  type: string | null;
+  payload: string | null;
+  occurred_at: Date | null;
+  queued_at: Date | null;
+}
+
+/**
+ * Takes up to `limit` due lanes of enabled endpoints that nobody holds, oldest due first, skipping lanes another
+ * dispatcher (or an appending transaction) has locked, holds them under the token `lease` until `leaseUntil`, and
+ * returns each with its head event.
+ */
+export async function claimLanes(
+  db: Queryable,
+  lease: string,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+): Promise<ClaimedLane[]> {
+  const result = await db.query<ClaimRow>({
+    name: 'switchboard-claim-lanes',
+    text: `WITH claimed AS (
+             UPDATE webhook_lanes lane
+                SET lease_owner = $1, lease_until = $3, next_attempt_at = $3
+              WHERE (lane.endpoint_id, lane.stream_key) IN (
+                      SELECT l.endpoint_id, l.stream_key
+                        FROM webhook_lanes l
+                        JOIN webhook_endpoints e ON e.id = l.endpoint_id AND e.enabled
+                       WHERE l.next_attempt_at <= $2 AND l.parked_at IS NULL
+                         AND (l.lease_until IS NULL OR l.lease_until < $2)
+                       ORDER BY l.next_attempt_at
+                       LIMIT $4
+                         FOR UPDATE OF l SKIP LOCKED)
+             RETURNING lane.endpoint_id, lane.stream_key, lane.attempts, lane.head_event_id,
+                       lane.head_first_attempt_at)
+           SELECT c.endpoint_id, c.stream_key, c.attempts, c.head_event_id, c.head_first_attempt_at,
+                  e.url, e.secret, e.previous_secret, e.previous_secret_expires_at,
+                  h.event_id, h.sequence, h.created_at AS queued_at, ev.type, ev.payload, ev.occurred_at
+             FROM claimed c
+             JOIN webhook_endpoints e ON e.id = c.endpoint_id
+             LEFT JOIN LATERAL (
+               SELECT d.event_id, d.sequence, d.created_at FROM webhook_deliveries d
+                WHERE d.endpoint_id = c.endpoint_id AND d.stream_key = c.stream_key
+                ORDER BY d.sequence LIMIT 1) h ON true
+             LEFT JOIN events ev ON ev.id = h.event_id`,
+    values: [lease, now, leaseUntil, limit],
+  });
+  return result.rows.map((row) => ({
+    lease,
+    endpointId: row.endpoint_id,
+    streamKey: row.stream_key,
+    attempts: row.attempts,
+    headEventId: row.head_event_id,
+    headFirstAttemptAt: row.head_first_attempt_at,
+    url: row.url,
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretExpiresAt: row.previous_secret_expires_at,
+    head:
+      row.event_id === null
+        ? undefined
+        : {
+            eventId: row.event_id,
+            sequence: Number(row.sequence),
+            type: row.type as string,
+            payload: row.payload as string,
+            occurredAt: row.occurred_at as Date,
+            queuedAt: row.queued_at as Date,
+          },
+  }));
+}
+
+/**
+ * The head was acknowledged (`deliveredEventId`), or the lane turned out empty (null): the delivery row goes, the
+ * lane is released (when its lease is still this claim's), due at `now` when more events wait and idle
+ * (next_attempt_at null) otherwise.
+ *
+ * One statement, safe against an append committing meanwhile. The check for more events reads the statement's
+ * snapshot; an appending transaction that had already upserted the lane (and so holds its row lock) commits while
+ * this statement waits for that lock, and its event is not in the snapshot. That case shows as a lane row newer than
+ * the one the snapshot saw (`seen`: a join keeps its snapshot row when PostgreSQL re-checks the locked row), and the
+ * lane is then kept due rather than idled. An append that comes after this statement finds next_attempt_at null and
+ * sets it due itself.
+ */
+export async function releaseLane(
+  db: Queryable,
+  lane: ClaimedLane,
+  deliveredEventId: string | null,
+  now: Date,
+): Promise<void> {
+  await db.query({
+    name: 'switchboard-release-lane',
+    text: `WITH delivered AS (
+             DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $3)
+           UPDATE webhook_lanes lane
+              SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
+                  lease_owner = NULL, lease_until = NULL,
+                  next_attempt_at = CASE
+                    WHEN NOT (lane.xmin = seen.xmin) OR EXISTS (
+                      SELECT 1 FROM webhook_deliveries d
+                       WHERE d.endpoint_id = $1 AND d.stream_key = $2 AND d.event_id IS DISTINCT FROM $3)
+                    THEN $4::timestamptz END
+             FROM (SELECT xmin FROM webhook_lanes WHERE endpoint_id = $1 AND stream_key = $2) seen
+            WHERE lane.endpoint_id = $1 AND lane.stream_key = $2 AND lane.lease_owner = $5`,
+    values: [lane.endpointId, lane.streamKey, deliveredEventId, now, lane.lease],
+  });
+}
+
+export interface Release {
+  lane: ClaimedLane;
+  deliveredEventId: string | null;
+}
+
+/**
+ * Releases many lanes in one statement, as releaseLane does one, without ever waiting for a lock: lanes that an
+ * appending transaction holds right now are skipped (SKIP LOCKED) and left to releaseLane. Returns the keys
+ * (`<endpointId> <streamKey>`) of the lanes released. An append that committed between this statement's snapshot and
+ * its lock shows as a locked row version newer than the snapshot's, and keeps the lane due.
+ */
+export async function releaseLanes(db: Queryable, releases: readonly Release[], now: Date): Promise<Set<string>> {
+  const result = await db.query<{ endpoint_id: string; stream_key: string }>({
+    name: 'switchboard-release-lanes',
+    text: `WITH input AS (
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[])
+                        AS r (endpoint_id, stream_key, event_id, lease)),
+           held AS (
+             SELECT l.endpoint_id, l.stream_key, l.xmin AS held_xmin
+               FROM webhook_lanes l
+               JOIN input i ON i.endpoint_id = l.endpoint_id AND i.stream_key = l.stream_key
+              WHERE l.lease_owner = i.lease
+                FOR UPDATE OF l SKIP LOCKED),
+           delivered AS (
+             DELETE FROM webhook_deliveries d USING input i
+              WHERE d.endpoint_id = i.endpoint_id AND d.event_id = i.event_id)
+           UPDATE webhook_lanes lane
+              SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
+                  lease_owner = NULL, lease_until = NULL,
+                  next_attempt_at = CASE
+                    WHEN NOT (h.held_xmin = seen.xmin) OR EXISTS (
+                      SELECT 1 FROM webhook_deliveries d
+                       WHERE d.endpoint_id = i.endpoint_id AND d.stream_key = i.stream_key
+                         AND d.event_id IS DISTINCT FROM i.event_id)
+                    THEN $5::timestamptz END
+             FROM held h
+             JOIN input i ON i.endpoint_id = h.endpoint_id AND i.stream_key = h.stream_key
+             JOIN webhook_lanes seen ON seen.endpoint_id = h.endpoint_id AND seen.stream_key = h.stream_key
+            WHERE lane.endpoint_id = h.endpoint_id AND lane.stream_key = h.stream_key
+           RETURNING lane.endpoint_id, lane.stream_key`,
+    values: [
+      releases.map((release) => release.lane.endpointId),
+      releases.map((release) => release.lane.streamKey),
+      releases.map((release) => release.deliveredEventId),
+      releases.map((release) => release.lane.lease),
+      now,
+    ],
+  });
+  return new Set(result.rows.map((row) => `${row.endpoint_id} ${row.stream_key}`));
+}
+
+export interface Failure {
+  /** Failed attempts of the head in a row, this one included. */
+  attempts: number;
+  headEventId: string;
+  headFirstAttemptAt: Date;
+  attemptedAt: Date;
+  error: string;
+  nextAttemptAt: Date;
+  /** Set when the lane parks. */
+  parkedAt: Date | null;
+}
+
+/** A failed attempt: the lane waits until `nextAttemptAt` (or parks) and is released. */
+export async function recordFailure(db: Queryable, lane: ClaimedLane, failure: Failure): Promise<void> {
+  await db.query({
+    name: 'switchboard-lane-failed',
+    text: `UPDATE webhook_lanes
+              SET attempts = $3, head_event_id = $4, head_first_attempt_at = $5, last_attempt_at = $6,
+                  last_error = $7, next_attempt_at = $8, parked_at = $9, lease_owner = NULL, lease_until = NULL
+            WHERE endpoint_id = $1 AND stream_key = $2 AND lease_owner = $10`,
+    values: [
+      lane.endpointId,
+      lane.streamKey,
+      failure.attempts,
+      failure.headEventId,
+      failure.headFirstAttemptAt,
+      failure.attemptedAt,
+      failure.error,
+      failure.nextAttemptAt,
+      failure.parkedAt,
+      lane.lease,
+    ],
+  });
+}
+
+/** Lanes with events waiting (not parked), and parked lanes, over every endpoint. */
+export async function laneCounts(db: Queryable): Promise<{ pending: number; parked: number }> {
+  const result = await db.query<{ pending: string; parked: string }>({
+    name: 'switchboard-lane-counts',
+    text: `SELECT (SELECT count(*) FROM webhook_lanes WHERE next_attempt_at IS NOT NULL AND parked_at IS NULL) AS pending,
+                  (SELECT count(*) FROM webhook_lanes WHERE parked_at IS NOT NULL) AS parked`,
+  });
+  const row = result.rows[0] as { pending: string; parked: string };
+  return { pending: Number(row.pending), parked: Number(row.parked) };
+}
