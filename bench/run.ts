@@ -7,6 +7,7 @@
  * load comes from autocannon in a child process (bench/load.ts) so it never competes for this event loop.
  *
  * Target: an authenticated read reaches at least 40% of the bare route's requests per second.
+ * Then the events bench (bench/events.ts): events committed and delivered end to end, and their delivery delay.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -191,4 +192,12 @@ try {
   await service.close();
   await database.close();
 }
-process.exit(failed ? 1 : 0);
+
+// The events bench runs in a process of its own, which trusts the test certificate of its HTTPS receiver.
+process.stdout.write('\n');
+const events = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./events.ts', import.meta.url))], {
+  stdio: 'inherit',
+  env: { ...process.env, NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)) },
+});
+const eventsCode = await new Promise<number | null>((resolve) => events.once('close', resolve));
+process.exit(failed || eventsCode !== 0 ? 1 : 0);
