@@ -4,6 +4,7 @@
  * stops taking requests, lets in-flight ones finish, closes the pool and, when it started it, the embedded server.
  */
 import type { AddressInfo } from 'node:net';
+import pg from 'pg';
 import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
 import { LoginVerifier } from '../api/oidc.ts';
@@ -65,9 +66,19 @@ export async function startRoles(
   }
   // The engine's webhook deliveries (docs/events.md): under `all` and `engine`.
   let delivery: Dispatcher | undefined;
+  let deliveryPool: pg.Pool | undefined;
   if (roles.has('engine') && keys !== undefined) {
+    // The dispatcher's own writes (leases, acknowledgements) commit without waiting for the disk: a server crash can
+    // only lose acknowledgements, and a lost one means the event is delivered again, which at-least-once allows.
+    deliveryPool = new pg.Pool({
+      connectionString: database.url,
+      max: config.poolSize,
+      application_name: 'switchboard-delivery',
+      options: '-c synchronous_commit=off',
+    });
+    deliveryPool.on('error', (error) => log.warn({ err: error }, 'delivery database connection lost'));
     delivery = new Dispatcher({
-      pool: database.pool,
+      pool: deliveryPool,
       databaseUrl: database.url,
       secretsKey: keys.webhookSecrets,
       allowPrivateNetworks: config.webhookAllowPrivateNetworks,
@@ -93,6 +104,7 @@ export async function startRoles(
         for (const timer of timers) clearInterval(timer);
         // Deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
         await Promise.all([app.close(), delivery?.close()]);
+        await deliveryPool?.end();
         await database.close();
         log.info('switchboard stopped');
       })();

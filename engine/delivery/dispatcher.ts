@@ -62,6 +62,8 @@ export interface DispatcherOptions {
 
 /** Claims per query at most (and at most the room left under the concurrency cap). */
 const claimBatch = 100;
+/** Opened signing secrets kept (the endpoints' current and previous ones). */
+const maxOpenedSecrets = 1_000;
 /** Retry times remembered for the wake-up timer; beyond this the poll finds them. */
 const maxRetryTimes = 10_000;
 
@@ -88,6 +90,7 @@ export class Dispatcher {
   private retryTimes: number[] = [];
   private retryTimer: NodeJS.Timeout | undefined;
   private claimErrorLogged = 0;
+  private readonly openedSecrets = new Map<string, string>();
   /** Claims made, for lease tokens: each claim holds its lanes under `<owner>#<n>`. */
   private claims = 0;
 
@@ -236,13 +239,13 @@ export class Dispatcher {
   private async attempt(lane: ClaimedLane, head: HeadEvent, startedAt: Date): Promise<AttemptResult> {
     let secrets: string[];
     try {
-      secrets = [openSecret(this.options.secretsKey, lane.secret)];
+      secrets = [this.openSecret(lane.secret)];
       if (
         lane.previousSecret !== null &&
         lane.previousSecretExpiresAt !== null &&
         lane.previousSecretExpiresAt.getTime() > startedAt.getTime()
       ) {
-        secrets.push(openSecret(this.options.secretsKey, lane.previousSecret));
+        secrets.push(this.openSecret(lane.previousSecret));
       }
     } catch {
       return {
@@ -265,6 +268,17 @@ export class Dispatcher {
         timeoutMs: this.attemptTimeoutMs,
       },
     );
+  }
+
+  /** Signing secrets in the clear, by their sealed form (which changes with every rotation). */
+  private openSecret(sealed: string): string {
+    let secret = this.openedSecrets.get(sealed);
+    if (secret === undefined) {
+      secret = openSecret(this.options.secretsKey, sealed);
+      if (this.openedSecrets.size >= maxOpenedSecrets) this.openedSecrets.clear();
+      this.openedSecrets.set(sealed, secret);
+    }
+    return secret;
   }
 
   /** Wakes the dispatcher when a retry it scheduled comes due (the poll covers retries scheduled elsewhere). */
