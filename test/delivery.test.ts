@@ -770,3 +770,30 @@ test('closing the dispatcher lets the attempt in flight finish', async (t) => {
   await closing;
   t.is(await pendingDeliveries(w), 0, 'the outcome was recorded before close returned');
 });
+
+test('lanes idle for a day are swept; parked and busy lanes stay; a swept stream delivers again', async (t) => {
+  const w = await world(t);
+  const receiver = await w.receiver();
+  const [done, stuck] = [randomUUID(), randomUUID()];
+  receiver.handler = (request) => (request.stream === stuck ? 500 : 200);
+  const { id } = await w.endpoint(receiver.url());
+  const clock = offsetClock();
+  const dispatcher = await w.dispatcher({ clock });
+  await append(w, agentEvent(w, done), agentEvent(w, stuck));
+  await until('the finished stream was delivered', () => receiver.sequences(done).length === 1);
+  await until('the failing stream was attempted', async () => (await w.lane(id, stuck)).attempts >= 1);
+  await until('the finished lane is idle', async () => (await w.lane(id, done)).next_attempt_at === null);
+
+  // Not yet a day idle: nothing goes.
+  t.is(await dispatcher.sweep(), 0);
+  // A day later by the dispatcher's clock, the idle lane goes; the lane still retrying stays.
+  clock.offsetMs = 24 * 3_600_000 + 60_000;
+  t.is(await dispatcher.sweep(), 1);
+  await t.throwsAsync(() => w.lane(id, done), { message: /no lane/ });
+  t.is((await w.lane(id, stuck)).attempts >= 1, true);
+
+  // The swept stream's next event makes its lane again and is delivered, in sequence.
+  await append(w, agentEvent(w, done, 'later'));
+  await until('the swept stream delivered again', () => receiver.sequences(done).length === 2);
+  t.deepEqual(receiver.sequences(done), [1, 2]);
+});

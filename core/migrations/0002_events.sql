@@ -69,6 +69,7 @@ CREATE TABLE webhook_lanes (
   last_attempt_at timestamptz,
   last_error text,
   lease_owner text,
+  -- While held: when the lease ends. Once released: when it was let go (idle lanes are swept a day later).
   lease_until timestamptz,
   PRIMARY KEY (endpoint_id, stream_key)
 );

@@ -19,7 +19,7 @@ import { eventsChannel } from '../../core/events/outbox.ts';
 import { openSecret } from '../../core/webhooks/secrets.ts';
 import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';
 import { retryDelayMs, shouldPark } from './backoff.ts';
-import { type ClaimedLane, type HeadEvent, claimLanes, laneCounts, recordFailure } from './lanes.ts';
+import { type ClaimedLane, type HeadEvent, claimLanes, laneCounts, recordFailure, sweepIdleLanes } from './lanes.ts';
 import { DeliveryMetrics } from './metrics.ts';
 import { ReleaseBatcher } from './releases.ts';
 
@@ -60,6 +60,10 @@ export interface DispatcherOptions {
   pollIntervalMs?: number;
 }
 
+/** Lanes idle this long are deleted, by a sweep this often. */
+const laneIdleMs = 24 * 3_600_000;
+const sweepIntervalMs = 10 * 60_000;
+
 /** Claims per query at most (and at most the room left under the concurrency cap). */
 const claimBatch = 100;
 /** Opened signing secrets kept (the endpoints' current and previous ones). */
@@ -86,6 +90,7 @@ export class Dispatcher {
   private claimAgain = false;
   private closed = false;
   private pollTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
   /** Due times (clock ms, ascending) of the retries this dispatcher scheduled, and the timer for the first. */
   private retryTimes: number[] = [];
   private retryTimer: NodeJS.Timeout | undefined;
@@ -117,7 +122,26 @@ export class Dispatcher {
     await this.listener.start();
     this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
     this.pollTimer.unref();
+    this.sweepTimer = setInterval(() => {
+      this.sweep().catch((error: unknown) => this.log.warn({ err: error }, 'sweeping idle webhook lanes failed'));
+    }, sweepIntervalMs);
+    this.sweepTimer.unref();
     this.wake();
+  }
+
+  /** Deletes lanes idle for a day (their last error goes with them); returns how many went. */
+  async sweep(): Promise<number> {
+    const idleBefore = new Date(this.clock.now().getTime() - laneIdleMs);
+    let swept = 0;
+    for (
+      let batch = await sweepIdleLanes(this.pool, idleBefore);
+      batch > 0;
+      batch = await sweepIdleLanes(this.pool, idleBefore)
+    ) {
+      swept += batch;
+      if (this.closed) break;
+    }
+    return swept;
   }
 
   /** Claims due lanes now (or right after the claim under way). */
@@ -137,6 +161,7 @@ export class Dispatcher {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.pollTimer);
+    clearInterval(this.sweepTimer);
     clearTimeout(this.retryTimer);
     await this.listener.close();
     await this.claiming;

@@ -143,7 +143,7 @@ export async function releaseLane(
              DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $3)
            UPDATE webhook_lanes lane
               SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
-                  lease_owner = NULL, lease_until = NULL,
+                  lease_owner = NULL, lease_until = $4,
                   next_attempt_at = CASE
                     WHEN NOT (lane.xmin = seen.xmin) OR EXISTS (
                       SELECT 1 FROM webhook_deliveries d
@@ -183,7 +183,7 @@ export async function releaseLanes(db: Queryable, releases: readonly Release[], 
               WHERE d.endpoint_id = i.endpoint_id AND d.event_id = i.event_id)
            UPDATE webhook_lanes lane
               SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
-                  lease_owner = NULL, lease_until = NULL,
+                  lease_owner = NULL, lease_until = $5,
                   next_attempt_at = CASE
                     WHEN NOT (h.held_xmin = seen.xmin) OR EXISTS (
                       SELECT 1 FROM webhook_deliveries d
@@ -250,4 +250,27 @@ export async function laneCounts(db: Queryable): Promise<{ pending: number; park
   });
   const row = result.rows[0] as { pending: string; parked: string };
   return { pending: Number(row.pending), parked: Number(row.parked) };
+}
+
+/**
+ * Deletes lanes idle since before `idleBefore` (nothing pending, not parked, not held; a release leaves `lease_until`
+ * at the time it let the lane go, so it tells since when), a
+ * batch at a time, so that finished streams (one per call) do not pile up. Safe against appends: a lane an append
+ * holds is skipped (SKIP LOCKED), one an append made due is no longer idle, and an append after the delete inserts
+ * the lane again. Returns how many went.
+ */
+export async function sweepIdleLanes(db: Queryable, idleBefore: Date, limit = 1000): Promise<number> {
+  const result = await db.query({
+    name: 'switchboard-sweep-lanes',
+    text: `DELETE FROM webhook_lanes WHERE ctid IN (
+             SELECT l.ctid FROM webhook_lanes l
+              WHERE l.next_attempt_at IS NULL AND l.parked_at IS NULL AND l.lease_owner IS NULL
+                AND coalesce(l.lease_until, l.last_attempt_at, '-infinity') < $1
+                AND NOT EXISTS (
+                  SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = l.endpoint_id AND d.stream_key = l.stream_key)
+              LIMIT $2
+                FOR UPDATE SKIP LOCKED)`,
+    values: [idleBefore, limit],
+  });
+  return result.rowCount ?? 0;
 }
