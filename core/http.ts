@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import { Histogram, type Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
+import { errorForLog } from './log-errors.ts';
 import { describeValidationError, validatorCompiler } from './validation.ts';
 
 export interface HttpOptions {
@@ -73,6 +74,7 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     logger: {
       level: options.logLevel,
       redact: { paths: ['req.headers.authorization', 'req.headers["x-service-application"]'], remove: true },
+      serializers: { err: errorForLog },
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     bodyLimit: options.bodyLimit,

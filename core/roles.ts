@@ -15,6 +15,7 @@ import { openDatabase } from './database.ts';
 import { registerHealthRoutes } from './health.ts';
 import { createHttpServer } from './http.ts';
 import { createMetricsRegistry } from './metrics.ts';
+import { errorForLog } from './log-errors.ts';
 import { loadSigningKeys } from './service-secret.ts';
 
 export type Role = 'api' | 'engine' | 'operator';
@@ -29,7 +30,7 @@ export async function startRoles(
   roles: ReadonlySet<Role>,
   options: { logStream?: NodeJS.WritableStream } = {},
 ): Promise<RunningService> {
-  const log = pino({ level: config.logLevel }, options.logStream ?? process.stdout);
+  const log = pino({ level: config.logLevel, serializers: { err: errorForLog } }, options.logStream ?? process.stdout);
   const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
   const registry = createMetricsRegistry();
   const app = createHttpServer({
