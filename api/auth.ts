@@ -7,7 +7,7 @@
 import { decodeJwt } from 'jose';
 import type pg from 'pg';
 import type { Queryable } from '../core/database.ts';
-import { ApiError } from '../core/errors.ts';
+import { ApiError, notFound } from '../core/errors.ts';
 import { credentialKindOf, hashCredential } from '../core/identity/secrets.ts';
 import { isApplicationId, isUuid } from '../core/ids.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
@@ -361,7 +361,7 @@ export async function workspaceFromHeaders(
 /** The workspace named by a path (`/workspaces/{id}`): 404 when there is none, 403 when it is another's. */
 export async function workspaceFromPath(db: Queryable, principal: Principal, id: string): Promise<WorkspaceRef> {
   const workspace = await workspaceById(db, id);
-  if (workspace === undefined) throw new ApiError('not_found', 'workspace not found');
+  if (workspace === undefined) throw notFound('workspace');
   if (workspace.applicationId !== principal.applicationId) throw forbidden();
   return workspace;
 }

@@ -7,4 +7,3 @@ export const DateTime = Type.String({ format: 'date-time' });
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 export const ScopeName = Type.Enum([...allScopes]);
 export const ScopeList = Type.Array(ScopeName, { uniqueItems: true, maxItems: allScopes.length });
-export const NoQuery = Type.Object({}, { additionalProperties: false });

@@ -76,4 +76,3 @@ export class ApiError extends Error {
 }
 
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
-export const invalid = (message: string) => new ApiError('invalid_request', message);

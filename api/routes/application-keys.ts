@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { announce, credentialChannel } from '../../core/change-notices.ts';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
 import { issueKey, type KeyRow, keyColumns, keyJson } from '../../core/identity/applications.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
@@ -99,7 +99,7 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
         [params.id, principal.applicationId, at.toISOString()],
       );
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'key not found');
+      if (row === undefined) throw notFound('key');
       // Every process drops the key from its cache when this commits: this one before it answers, the others on
       // the change notice PostgreSQL delivers at commit.
       await announce(db, credentialChannel, row.id);

@@ -1,7 +1,7 @@
 /** Operations 15-16: the workspace's members (the service's own users, created by `switchboard members create`). */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { ApiError } from '../../core/errors.ts';
+import { notFound } from '../../core/errors.ts';
 import { type MemberRow, memberColumns, memberJson } from '../../core/identity/members.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
@@ -44,7 +44,7 @@ export function memberRoutes(app: FastifyInstance, services: Services) {
         [context.params.id, workspace.id],
       );
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'member not found');
+      if (row === undefined) throw notFound('member');
       return { status: 200, body: memberJson(row) };
     },
   });

@@ -1,7 +1,7 @@
 /** Operations 11-14: application users, known by the application's own id (`externalUserId`). */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
 import { e164Pattern } from '../../core/ids.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
@@ -99,7 +99,7 @@ export function userRoutes(app: FastifyInstance, services: Services) {
         [context.params.id, workspace.id],
       );
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'user not found');
+      if (row === undefined) throw notFound('user');
       return { status: 200, body: userJson(row) };
     },
   });
@@ -117,7 +117,7 @@ export function userRoutes(app: FastifyInstance, services: Services) {
         [context.params.id, workspace.id],
       );
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'user not found');
+      if (row === undefined) throw notFound('user');
       return { status: 200, body: userJson(row) };
     },
   });

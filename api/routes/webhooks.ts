@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
 import { eventTypes } from '../../core/events/types.ts';
 import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
 import { checkWebhookUrl, maxWebhookUrlLength } from '../../core/webhooks/url.ts';
@@ -120,7 +120,7 @@ function detailJson(row: DetailRow) {
   };
 }
 
-const notFound = () => new ApiError('not_found', 'webhook endpoint not found');
+const endpointNotFound = () => notFound('webhook endpoint');
 
 function checkedUrl(services: Services, url: string): string {
   const check = checkWebhookUrl(url, { allowPrivateNetworks: services.config.webhookAllowPrivateNetworks });
@@ -135,7 +135,7 @@ async function ownEndpoint(db: Queryable, id: string, applicationId: string) {
     [id, applicationId],
   );
   const row = result.rows[0];
-  if (row === undefined) throw notFound();
+  if (row === undefined) throw endpointNotFound();
   return row;
 }
 
@@ -254,7 +254,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         values: [params.id, principal.applicationId],
       });
       const row = result.rows[0];
-      if (row === undefined) throw notFound();
+      if (row === undefined) throw endpointNotFound();
       return { status: 200, body: detailJson(row) };
     },
   });
@@ -296,7 +296,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         ],
       );
       const row = result.rows[0];
-      if (row === undefined) throw notFound();
+      if (row === undefined) throw endpointNotFound();
       return { status: 200, body: endpointJson(row) };
     },
   });
@@ -316,7 +316,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         [params.id, principal.applicationId],
       );
       const row = result.rows[0];
-      if (row === undefined) throw notFound();
+      if (row === undefined) throw endpointNotFound();
       return { status: 200, body: endpointJson(row) };
     },
   });
@@ -504,7 +504,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         [params.id, principal.applicationId, overlap, sealSecret(services.keys.webhookSecrets, signingSecret)],
       );
       const row = result.rows[0];
-      if (row === undefined) throw notFound();
+      if (row === undefined) throw endpointNotFound();
       return {
         status: 200,
         body: { signingSecret, previousSecretExpiresAt: row.previous_secret_expires_at?.toISOString() ?? null },

@@ -1,7 +1,7 @@
 /** Operations 6-10: workspaces (one business the application serves) and workspace keys. */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
 import { issueKey, keyJson } from '../../core/identity/applications.ts';
 import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
@@ -157,7 +157,7 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
         values: [workspace?.id],
       });
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'workspace not found');
+      if (row === undefined) throw notFound('workspace');
       return { status: 200, body: workspaceJson(row) };
     },
   });
@@ -189,7 +189,7 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
         [workspace?.id, body.name ?? null, timezone, body.destinationPolicy ?? {}, body.limits ?? {}],
       );
       const row = result.rows[0];
-      if (row === undefined) throw new ApiError('not_found', 'workspace not found');
+      if (row === undefined) throw notFound('workspace');
       return { status: 200, body: workspaceJson(row) };
     },
   });

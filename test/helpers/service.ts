@@ -8,7 +8,7 @@ import pg from 'pg';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
 import { type Role, startRoles } from '../../core/roles.ts';
-import type { Scope } from '../../core/scopes.ts';
+import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
 import { freshDatabase } from './database.ts';
 
 export interface Answer {
@@ -101,7 +101,7 @@ export async function startService(
     async application(id, scopes) {
       applications += 1;
       const applicationId = id ?? `app-${process.pid}-${applications}`;
-      return createApplication(pool, applicationId, scopes ?? (await import('../../core/scopes.ts')).defaultKeyScopes);
+      return createApplication(pool, applicationId, scopes ?? defaultKeyScopes);
     },
     async close() {
       await service.close();
