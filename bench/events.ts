@@ -6,16 +6,16 @@
  * Targets on 2 cores: 2,000 events/s delivered; p99 under 250 ms at 500 events/s.
  * Run by bench/run.ts in a child process whose NODE_EXTRA_CA_CERTS trusts the test certificate.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { loadConfig } from '../core/config.ts';
 import { appendEvent } from '../core/events/outbox.ts';
 import { createApplication } from '../core/identity/applications.ts';
-import { startRoles } from '../core/roles.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
 import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
+import { freePort } from '../test/helpers/free-port.ts';
 import { scratchDatabase } from './database.ts';
 
 const total = Number(process.env.BENCH_EVENTS ?? 20000);
@@ -81,17 +81,34 @@ const receiver = fork(fileURLToPath(new URL('./receiver.ts', import.meta.url)), 
   execArgv: ['--import=tsx'],
   stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
 });
-const service = await startRoles(
-  loadConfig({
+// The engine role in a process of its own, as it runs in a deployment (its own pods), started the way users start it.
+const enginePort = await freePort();
+const engine = spawn(process.execPath, [fileURLToPath(new URL('../bin/switchboard.js', import.meta.url)), 'engine'], {
+  env: {
     ...process.env,
     DATABASE_URL: database.url,
-    PORT: '0',
+    ENGINE_HTTP_PORT: String(enginePort),
     LOG_LEVEL: 'warn',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-  }),
-  new Set(['engine']),
-);
+  },
+  stdio: ['ignore', 'inherit', 'inherit'],
+});
+/** Resolves once the engine process answers /readyz (it has migrated and its dispatcher is listening). */
+async function engineReady(): Promise<void> {
+  for (let tries = 0; tries < 600; tries += 1) {
+    if (engine.exitCode !== null) throw new Error(`the engine process exited with ${engine.exitCode}`);
+    const ready = await fetch(`http://127.0.0.1:${enginePort}/readyz`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (ready) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('the engine process did not become ready in 60 s');
+}
+
 try {
+  await engineReady();
   const port = await new Promise<number>((resolve) => {
     receiver.on('message', (message: { type: string; port: number }) => {
       if (message.type === 'listening') resolve(message.port);
@@ -183,7 +200,10 @@ try {
   if (paced.outOfOrder > 0 || paced.overlapping > 0) process.exitCode = 1;
 } finally {
   receiver.send({ type: 'stop' });
-  await service.close();
+  if (engine.exitCode === null) {
+    engine.kill('SIGTERM');
+    await once(engine, 'exit');
+  }
   await pool.end();
   await database.close();
 }

@@ -75,7 +75,7 @@ export async function appendEvent<T extends EventType>(db: Queryable, input: New
        event AS (
          INSERT INTO events (id, application_id, workspace_id, type, stream_key, sequence, occurred_at, payload)
          SELECT $2, $3, $4, $5, $1, stream.last_sequence, $6,
-                ($7::jsonb || jsonb_build_object('sequence', stream.last_sequence))::text
+                left($7, -1) || ',"sequence":' || stream.last_sequence || '}'
            FROM stream
          RETURNING sequence, payload),
        targets AS (
