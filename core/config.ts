@@ -71,6 +71,12 @@ export const settings: readonly Setting[] = [
       '`true` lets webhook URLs reach private, loopback and link-local hosts (self-hosted receivers, tests). Keep `false` otherwise.',
   },
   {
+    name: 'RESOURCE_NAMESPACE',
+    default: 'switchboard',
+    meaning:
+      'Namespace of the custom resources (routing plans, queues) the API writes: the Kubernetes namespace in a cluster, a name in PostgreSQL without one.',
+  },
+  {
     name: 'WEBHOOK_CONCURRENCY',
     default: '64',
     meaning: 'Webhook attempts one engine process makes at once (each stream has at most one in flight).',
@@ -104,6 +110,8 @@ export interface Config {
   webhookAllowPrivateNetworks: boolean;
   /** Webhook attempts in flight at once in one engine process (WEBHOOK_CONCURRENCY). */
   webhookConcurrency: number;
+  /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
+  resourceNamespace: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -120,6 +128,15 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/** A Kubernetes namespace name (RFC 1123 label). */
+function namespace(env: Env, name: string): string {
+  const raw = text(env, name) ?? 'switchboard';
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw)) {
+    throw new ConfigError(`${name} must be a Kubernetes namespace name (lowercase letters, digits, '-'), got "${raw}"`);
+  }
+  return raw;
 }
 
 function url(env: Env, name: string): string | undefined {
@@ -177,5 +194,6 @@ export function loadConfig(env: Env = process.env): Config {
     operatorHttpPort: integer(env, 'OPERATOR_HTTP_PORT', 8082, 0, 65535),
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
+    resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
   };
 }
