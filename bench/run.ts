@@ -200,4 +200,9 @@ const events = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('.
   env: { ...process.env, NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)) },
 });
 const eventsCode = await new Promise<number | null>((resolve) => events.once('close', resolve));
-process.exit(failed || eventsCode !== 0 ? 1 : 0);
+process.stdout.write('\n');
+const plans = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./plans.ts', import.meta.url))], {
+  stdio: 'inherit',
+});
+const plansCode = await new Promise<number | null>((resolve) => plans.once('close', resolve));
+process.exit(failed || eventsCode !== 0 || plansCode !== 0 ? 1 : 0);
