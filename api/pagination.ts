@@ -87,6 +87,8 @@ export interface PageRequest {
   where: string;
   params: unknown[];
   query: ListQuery;
+  /** The timestamp column the list is ordered by, newest first (default `created_at`; `cursor_ts` is its text). */
+  orderBy?: string;
 }
 
 export async function listPage<Row extends { id: string; cursor_ts: string }>(
@@ -94,14 +96,15 @@ export async function listPage<Row extends { id: string; cursor_ts: string }>(
 ): Promise<{ rows: Row[]; nextCursor: string | null }> {
   const params = [...request.params];
   let where = request.where;
+  const order = request.orderBy ?? 'created_at';
   if (request.query.cursor !== undefined) {
     const position = decodeCursor(request.key, request.list, request.owner, request.query.cursor);
     params.push(position.ts, position.id);
-    where += ` AND (created_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`;
+    where += ` AND (${order}, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`;
   }
   params.push(request.query.limit + 1);
   const result = await request.db.query<Row>(
-    `${request.select} WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+    `${request.select} WHERE ${where} ORDER BY ${order} DESC, id DESC LIMIT $${params.length}`,
     params,
   );
   const rows = result.rows.slice(0, request.query.limit);

@@ -9,6 +9,7 @@ import type { TSchema } from 'typebox';
 import type { Config } from '../core/config.ts';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
+import type { ResourceStore } from '../core/resources/store.ts';
 import type { SigningKeys } from '../core/service-secret.ts';
 import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
 import { type Answer, fingerprint, runIdempotent } from './idempotency.ts';
@@ -24,6 +25,8 @@ export interface Services {
   logins: LoginVerifier | undefined;
   /** Drops a revoked key from this process's credential cache (other processes hear a change notice). */
   keyRevoked?: (keyId: string) => void;
+  /** The resource store (custom resources) bound to a connection: a mutation's transaction, or the pool. */
+  resources: (db: Queryable) => ResourceStore;
   /** Schemas of the operations implemented so far, by operation id (for OpenAPI). */
   implemented: Map<string, OperationSchemas>;
 }

@@ -11,9 +11,14 @@ import { checkIdempotencyKey } from './idempotency.ts';
 import { openApiDocument } from './openapi.ts';
 import { isMutation, operations } from './operations.ts';
 import type { Services } from './route.ts';
+import { aiAgentRoutes } from './routes/ai-agents.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
 import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
+import { numberRoutes } from './routes/numbers.ts';
+import { queueRoutes } from './routes/queues.ts';
+import { routingPlanRoutes } from './routes/routing-plans.ts';
+import { scheduleRoutes } from './routes/schedules.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
@@ -58,6 +63,11 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   memberRoutes(app, services);
   eventRoutes(app, services);
   webhookRoutes(app, services);
+  numberRoutes(app, services);
+  routingPlanRoutes(app, services);
+  queueRoutes(app, services);
+  scheduleRoutes(app, services);
+  aiAgentRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

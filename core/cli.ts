@@ -15,6 +15,7 @@ import {
 } from './identity/applications.ts';
 import { createMember, MemberInputError, memberJson } from './identity/members.ts';
 import { isApplicationId, isUuid } from './ids.ts';
+import { type Capability, capabilities, importNumbers, InventoryInputError } from './numbers/numbers.ts';
 import { type Role, startRoles } from './roles.ts';
 import { defaultKeyScopes, parseScopeList, type Scope } from './scopes.ts';
 
@@ -31,6 +32,8 @@ Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DI
   applications secret <applicationId>                  sets the legacy application secret, shown once
   members create --workspace <workspaceId> --email <email> [--name <name>] [--scopes a,b]
                                                        prints the member as JSON
+  numbers import --carrier <name> [--capabilities voice,sms,mms] <e164>...
+                                                       adds the service's own numbers to the inventory
 `;
 
 class UsageError extends Error {}
@@ -74,6 +77,8 @@ async function admin(config: Config, args: string[]): Promise<void> {
       workspace: { type: 'string' },
       email: { type: 'string' },
       name: { type: 'string' },
+      carrier: { type: 'string' },
+      capabilities: { type: 'string' },
     },
   });
   const [noun, verb, ...rest] = positionals;
@@ -122,6 +127,25 @@ async function admin(config: Config, args: string[]): Promise<void> {
     print(memberJson(await withDatabase(config, (pool) => createMember(pool, input))));
     return;
   }
+  if (noun === 'numbers' && verb === 'import') {
+    if (values.carrier === undefined) throw new UsageError('--carrier <name> is required');
+    if (rest.length === 0) throw new UsageError('name at least one number in E.164 form, like +14155550100');
+    const wanted = (values.capabilities ?? 'voice,sms').split(',').map((item) => item.trim());
+    const unknown = wanted.filter((item) => !(capabilities as readonly string[]).includes(item));
+    if (unknown.length > 0) {
+      throw new UsageError(`unknown capabilities ${unknown.join(', ')}; known: ${capabilities.join(', ')}`);
+    }
+    const carrier = values.carrier;
+    try {
+      print(
+        await withDatabase(config, (pool) => importNumbers(pool, carrier, rest, [...new Set(wanted)] as Capability[])),
+      );
+    } catch (error) {
+      if (error instanceof InventoryInputError) throw new UsageError(error.message);
+      throw error;
+    }
+    return;
+  }
   throw new UsageError(`unknown command: ${args.join(' ')}`);
 }
 
@@ -163,6 +187,7 @@ export async function main(args: string[]): Promise<number> {
         return 0;
       case 'applications':
       case 'members':
+      case 'numbers':
         await admin(config, args);
         return 0;
       case undefined:

@@ -44,6 +44,7 @@ export const errorStatus = {
   message_rejected: 422,
   // Codes of ours (section 7: codes may grow).
   already_exists: 409,
+  voice_lane_off: 409,
   method_not_allowed: 405,
   payload_too_large: 413,
   unsupported_media_type: 415,

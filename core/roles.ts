@@ -8,6 +8,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
 import { LoginVerifier } from '../api/oidc.ts';
+import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { registerApi } from '../api/server.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
@@ -52,6 +53,8 @@ export async function startRoles(
       keys,
       logins: config.oidc ? new LoginVerifier(config.oidc) : undefined,
       implemented: new Map(),
+      // Without a cluster the custom resources live in PostgreSQL, written in the request's own transaction.
+      resources: (db) => new PostgresResourceStore(db),
     });
     const purge = () =>
       purgeIdempotencyRecords(database.pool).catch((error) => log.warn({ err: error }, 'idempotency purge failed'));

@@ -11,6 +11,8 @@ export interface SigningKeys {
   cursors: Uint8Array;
   /** Encrypts webhook signing secrets at rest. */
   webhookSecrets: Uint8Array;
+  /** Encrypts the API keys of AI agents' providers at rest. */
+  providerSecrets: Uint8Array;
 }
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
@@ -33,5 +35,6 @@ export async function loadSigningKeys(db: Queryable, configured: string | undefi
     tokens: derive(secret, 'end-user tokens'),
     cursors: derive(secret, 'list cursors'),
     webhookSecrets: derive(secret, 'webhook signing secrets'),
+    providerSecrets: derive(secret, 'AI provider API keys'),
   };
 }

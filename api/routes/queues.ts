@@ -1,0 +1,229 @@
+/**
+ * Operations 34-38: call queues. A queue is a custom resource (`Queue`, written through the ResourceStore in the
+ * request's transaction) plus its PostgreSQL record. Deleting a queue that a routing plan uses is refused (409
+ * `in_use`).
+ */
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { Queryable } from '../../core/database.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
+import { refuseWhenUsed } from '../../core/routing/usage.ts';
+import type { WorkspaceRef } from '../auth.ts';
+import { ListQuery, listPage } from '../pagination.ts';
+import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
+import { DateTime, IdParams, Uuid } from '../schemas.ts';
+
+export const queueStrategies = ['longest_idle', 'round_robin', 'ring_all', 'fewest_calls'] as const;
+
+const Strategy = Type.Enum([...queueStrategies], {
+  description:
+    'Which agent is offered the next caller: the one idle longest, in turn, all at once, or the one with fewest calls',
+});
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const WrapUpSecs = Type.Integer({ minimum: 0, maximum: 3600, description: 'Time after a call before the next offer' });
+const Members = Type.Array(Uuid, { maxItems: 500, uniqueItems: true, description: 'Member ids of the workspace' });
+
+export const Queue = Type.Object({
+  id: Uuid,
+  workspaceId: Uuid,
+  name: Type.String(),
+  strategy: Strategy,
+  wrapUpSecs: Type.Integer(),
+  members: Type.Array(Uuid),
+  createdAt: DateTime,
+  updatedAt: DateTime,
+});
+
+/** The spec of a `Queue` custom resource (issue 6 generates its CRD from the same fields). */
+export interface QueueSpec {
+  id: string;
+  applicationId: string;
+  workspaceId: string;
+  name: string;
+  strategy: string;
+  wrapUpSecs: number;
+  members: string[];
+}
+
+interface QueueRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  strategy: string;
+  wrap_up_secs: number;
+  member_ids: string[];
+  created_at: Date;
+  updated_at: Date;
+  cursor_ts: string;
+}
+
+const columns =
+  'id, workspace_id, name, strategy, wrap_up_secs, member_ids, created_at, updated_at, created_at::text AS cursor_ts';
+
+function queueJson(row: QueueRow) {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    name: row.name,
+    strategy: row.strategy,
+    wrapUpSecs: row.wrap_up_secs,
+    members: row.member_ids,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/** The member ids lowercased (UUIDs in any case, as PostgreSQL gives them back), once all are found. */
+async function checkMembers(db: Queryable, workspaceId: string, members: string[]): Promise<string[]> {
+  const ids = members.map((id) => id.toLowerCase());
+  const repeated = ids.find((id, index) => ids.indexOf(id) !== index);
+  if (repeated !== undefined) throw new ApiError('invalid_request', `members: ${repeated} is listed twice`);
+  const found = await db.query<{ id: string }>(
+    'SELECT id FROM members WHERE workspace_id = $1 AND id = ANY ($2::uuid[])',
+    [workspaceId, ids],
+  );
+  const known = new Set(found.rows.map((row) => row.id));
+  const unknown = ids.filter((id) => !known.has(id));
+  if (unknown.length > 0) {
+    throw new ApiError('invalid_request', `members: not members of this workspace: ${unknown.join(', ')}`);
+  }
+  return ids;
+}
+
+async function writeResource(context: HandlerContext, workspace: WorkspaceRef, row: QueueRow): Promise<void> {
+  const spec: QueueSpec = {
+    id: row.id,
+    applicationId: workspace.applicationId,
+    workspaceId: workspace.id,
+    name: row.name,
+    strategy: row.strategy,
+    wrapUpSecs: row.wrap_up_secs,
+    members: row.member_ids,
+  };
+  await context.services.resources(context.db).apply(
+    {
+      kind: 'Queue',
+      namespace: context.services.config.resourceNamespace,
+      name: row.id,
+      spec: { ...spec },
+      labels: { 'switchboard.dev/application': workspace.applicationId, 'switchboard.dev/workspace': workspace.id },
+    },
+    { fieldManager: 'switchboard-api' },
+  );
+}
+
+export function queueRoutes(app: FastifyInstance, services: Services) {
+  defineOperation(app, services, 'createQueue', {
+    schemas: {
+      body: Type.Object(
+        {
+          name: Name,
+          strategy: Type.Optional(Strategy),
+          wrapUpSecs: Type.Optional(WrapUpSecs),
+          members: Type.Optional(Members),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: Queue },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { body, db } = context;
+      const members = await checkMembers(db, workspace.id, body.members ?? []);
+      const result = await db.query<QueueRow>(
+        `INSERT INTO queues (workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5)
+         RETURNING ${columns}`,
+        [workspace.id, body.name, body.strategy ?? 'longest_idle', body.wrapUpSecs ?? 0, members],
+      );
+      const row = result.rows[0] as QueueRow;
+      await writeResource(context, workspace, row);
+      return { status: 201, body: queueJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'listQueues', {
+    schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(Queue) }) } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const page = await listPage<QueueRow>({
+        db: context.db,
+        key: services.keys.cursors,
+        list: 'queues',
+        owner: workspace.id,
+        select: `SELECT ${columns} FROM queues`,
+        where: 'workspace_id = $1',
+        params: [workspace.id],
+        query: context.query,
+      });
+      return { status: 200, body: { data: page.rows.map(queueJson), nextCursor: page.nextCursor } };
+    },
+  });
+
+  defineOperation(app, services, 'getQueue', {
+    schemas: { params: IdParams, response: { 200: Queue } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const result = await context.db.query<QueueRow>(
+        `SELECT ${columns} FROM queues WHERE id = $1 AND workspace_id = $2`,
+        [context.params.id, workspace.id],
+      );
+      const row = result.rows[0];
+      if (row === undefined) throw notFound('queue');
+      return { status: 200, body: queueJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'updateQueue', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object(
+        {
+          name: Type.Optional(Name),
+          strategy: Type.Optional(Strategy),
+          wrapUpSecs: Type.Optional(WrapUpSecs),
+          members: Type.Optional(Members),
+        },
+        { additionalProperties: false, minProperties: 1 },
+      ),
+      response: { 200: Queue },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { body, db } = context;
+      const members = body.members === undefined ? null : await checkMembers(db, workspace.id, body.members);
+      const result = await db.query<QueueRow>(
+        `UPDATE queues SET name = coalesce($3, name), strategy = coalesce($4, strategy),
+                wrap_up_secs = coalesce($5, wrap_up_secs), member_ids = coalesce($6, member_ids),
+                updated_at = clock_timestamp()
+          WHERE id = $1 AND workspace_id = $2 RETURNING ${columns}`,
+        [context.params.id, workspace.id, body.name ?? null, body.strategy ?? null, body.wrapUpSecs ?? null, members],
+      );
+      const row = result.rows[0];
+      if (row === undefined) throw notFound('queue');
+      await writeResource(context, workspace, row);
+      return { status: 200, body: queueJson(row) };
+    },
+  });
+
+  defineOperation(app, services, 'deleteQueue', {
+    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: Queue } },
+    optionalBody: true,
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db } = context;
+      // Lock first, then look for users: a save or publish holding it share-locked has committed by now.
+      const locked = await db.query<QueueRow>(
+        `SELECT ${columns} FROM queues WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
+        [context.params.id, workspace.id],
+      );
+      const row = locked.rows[0];
+      if (row === undefined) throw notFound('queue');
+      await refuseWhenUsed(db, 'queue', row.id);
+      await db.query('DELETE FROM queues WHERE id = $1', [row.id]);
+      await services
+        .resources(db)
+        .delete('Queue', services.config.resourceNamespace, row.id, { fieldManager: 'switchboard-api' });
+      return { status: 200, body: queueJson(row) };
+    },
+  });
+}

@@ -1,0 +1,480 @@
+/**
+ * Operations 25-33: routing plans. A plan is a `RoutingPlan` custom resource (ResourceStore, in the request's
+ * transaction) plus its PostgreSQL records: the plan row and its immutable versions. One validator
+ * (core/routing/validate.ts) serves validate, save and publish; a save or publish share-locks the queues, schedules
+ * and AI agents it names (core/routing/facts.ts), so a concurrent delete of one of them is refused or makes the save
+ * fail, never leaving a plan pointing at nothing. The plan row is locked for every change, so concurrent saves get
+ * distinct version numbers.
+ */
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { Queryable } from '../../core/database.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
+import { type NumberRow, numberColumns, numberUpdated } from '../../core/numbers/numbers.ts';
+import { workspaceFacts } from '../../core/routing/facts.ts';
+import { type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
+import type { WorkspaceRef } from '../auth.ts';
+import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
+import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
+import { DateTime, IdParams, Uuid } from '../schemas.ts';
+
+const Definition = Type.Unknown({
+  description:
+    'A routing plan definition: `{ entry, steps, recording? }` (docs/routing-plans.md). Problems are reported as `issues`, never as a 400.',
+});
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+
+const Issue = Type.Object({
+  stepId: Type.Union([Type.String(), Type.Null()]),
+  code: Type.String(),
+  message: Type.String(),
+  severity: Type.String({ description: '`error` makes the definition invalid; `warning` (an unreachable step) not' }),
+});
+
+const Assignment = Type.Object({
+  routingPlanId: Uuid,
+  phoneNumberId: Uuid,
+  e164: Type.String(),
+  assignedAt: DateTime,
+});
+
+export const RoutingPlan = Type.Object({
+  id: Uuid,
+  workspaceId: Uuid,
+  name: Type.String(),
+  state: Type.String({ description: '`published` once a version is published, else `draft`' }),
+  newestVersion: Type.Integer(),
+  publishedVersion: Type.Union([Type.Integer(), Type.Null()]),
+  publishedAt: Type.Union([DateTime, Type.Null()]),
+  definition: Type.Unknown({ description: 'The newest version’s definition' }),
+  assignments: Type.Array(Type.Omit(Assignment, ['routingPlanId'])),
+  createdAt: DateTime,
+  updatedAt: DateTime,
+});
+
+const Version = Type.Object({
+  version: Type.Integer(),
+  state: Type.String({ description: '`published` for the version new calls run, else `draft`' }),
+  definition: Type.Unknown(),
+  createdAt: DateTime,
+});
+
+interface PlanRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  newest_version: number;
+  published_version: number | null;
+  published_at: Date | null;
+  archived_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  cursor_ts: string;
+  definition: unknown;
+  assignments: { phoneNumberId: string; e164: string; assignedAt: string }[];
+}
+
+const planColumns = `p.id, p.workspace_id, p.name, p.newest_version, p.published_version, p.published_at, p.archived_at,
+  p.created_at, p.updated_at, p.created_at::text AS cursor_ts,
+  (SELECT v.definition FROM routing_plan_versions v WHERE v.plan_id = p.id AND v.version = p.newest_version)
+    AS definition,
+  (SELECT coalesce(json_agg(json_build_object('phoneNumberId', n.id, 'e164', n.e164,
+                                              'assignedAt', to_char(n.assigned_at AT TIME ZONE 'UTC',
+                                                                    'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                            ORDER BY n.e164), '[]')
+     FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assignments`;
+
+function planJson(row: PlanRow) {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    name: row.name,
+    state: row.published_version === null ? 'draft' : 'published',
+    newestVersion: row.newest_version,
+    publishedVersion: row.published_version,
+    publishedAt: row.published_at?.toISOString() ?? null,
+    definition: row.definition,
+    assignments: row.assignments,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+async function readPlan(db: Queryable, id: string, workspaceId: string): Promise<PlanRow> {
+  const result = await db.query<PlanRow>(
+    `SELECT ${planColumns} FROM routing_plans p WHERE p.id = $1 AND p.workspace_id = $2 AND p.archived_at IS NULL`,
+    [id, workspaceId],
+  );
+  const row = result.rows[0];
+  if (row === undefined) throw notFound('routing plan');
+  return row;
+}
+
+/** Locks the plan row for the rest of the transaction (saves, publishes, assignments and archiving serialize). */
+async function lockPlan(db: Queryable, id: string, workspaceId: string): Promise<void> {
+  const result = await db.query(
+    'SELECT id FROM routing_plans WHERE id = $1 AND workspace_id = $2 AND archived_at IS NULL FOR UPDATE',
+    [id, workspaceId],
+  );
+  if (result.rowCount === 0) throw notFound('routing plan');
+}
+
+/** Validates against the workspace with the things it names share-locked; 422 `invalid_plan` when invalid. */
+async function checkForSave(db: Queryable, workspaceId: string, definition: unknown) {
+  const references = referencesOf(definition);
+  const facts = await workspaceFacts(db, workspaceId, references, true);
+  const result = validateDefinition(definition, facts);
+  if (!result.valid) throw invalidPlan(result.issues);
+  return references;
+}
+
+function invalidPlan(issues: PlanIssue[]): ApiError {
+  const errors = issues.filter((issue) => issue.severity === 'error');
+  const first = errors[0];
+  const summary = first === undefined ? '' : `: ${first.stepId === null ? '' : `${first.stepId}: `}${first.message}`;
+  return new ApiError(
+    'invalid_plan',
+    `the definition has ${errors.length} problem${errors.length === 1 ? '' : 's'}${summary}`,
+    { extra: { issues } },
+  );
+}
+
+async function insertVersion(
+  db: Queryable,
+  planId: string,
+  version: number,
+  definition: unknown,
+  references: ReturnType<typeof referencesOf>,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO routing_plan_versions (plan_id, version, definition, schedule_ids, queue_ids, ai_agent_ids)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [planId, version, JSON.stringify(definition), references.scheduleIds, references.queueIds, references.aiAgentIds],
+  );
+}
+
+/** Writes the plan's custom resource (spec as the API holds it) and its status. */
+async function writeResource(context: HandlerContext, workspace: WorkspaceRef, planId: string): Promise<PlanRow> {
+  const plan = await readPlan(context.db, planId, workspace.id);
+  const store = context.services.resources(context.db);
+  const namespace = context.services.config.resourceNamespace;
+  const resource = await store.apply(
+    {
+      kind: 'RoutingPlan',
+      namespace,
+      name: plan.id,
+      spec: {
+        id: plan.id,
+        applicationId: workspace.applicationId,
+        workspaceId: workspace.id,
+        name: plan.name,
+        definition: plan.definition,
+        publishedVersion: plan.published_version,
+      },
+      labels: { 'switchboard.dev/application': workspace.applicationId, 'switchboard.dev/workspace': workspace.id },
+    },
+    { fieldManager: 'switchboard-api' },
+  );
+  const now = new Date().toISOString();
+  const generation = resource.metadata.generation;
+  const condition = (type: string, ok: boolean, reason: string, message: string) => ({
+    type,
+    status: ok ? 'True' : 'False',
+    reason,
+    message,
+    observedGeneration: generation,
+    lastTransitionTime: now,
+  });
+  await store.updateStatus(
+    'RoutingPlan',
+    namespace,
+    plan.id,
+    {
+      observedGeneration: generation,
+      newestVersion: plan.newest_version,
+      publishedVersion: plan.published_version,
+      issues: [],
+      conditions: [
+        condition('Valid', true, 'Validated', 'the newest definition is valid'),
+        plan.published_version === null
+          ? condition('Published', false, 'Draft', 'no version is published')
+          : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
+        condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
+      ],
+    },
+    { fieldManager: 'switchboard-api' },
+  );
+  return plan;
+}
+
+export function routingPlanRoutes(app: FastifyInstance, services: Services) {
+  defineOperation(app, services, 'validateRoutingPlan', {
+    schemas: {
+      body: Type.Object({ definition: Definition }, { additionalProperties: false, required: ['definition'] }),
+      response: { 200: Type.Object({ valid: Type.Boolean(), issues: Type.Array(Issue) }) },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const definition: unknown = context.body.definition;
+      const facts = await workspaceFacts(context.db, workspace.id, referencesOf(definition), false);
+      return { status: 200, body: validateDefinition(definition, facts) };
+    },
+  });
+
+  defineOperation(app, services, 'createRoutingPlan', {
+    schemas: {
+      body: Type.Object(
+        {
+          name: Name,
+          definition: Definition,
+          publish: Type.Optional(Type.Boolean({ description: 'true: the first version is the one new calls run' })),
+        },
+        { additionalProperties: false, required: ['name', 'definition'] },
+      ),
+      response: { 201: RoutingPlan },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db, body } = context;
+      const references = await checkForSave(db, workspace.id, body.definition);
+      const publish = body.publish === true;
+      const inserted = await db.query<{ id: string }>(
+        `INSERT INTO routing_plans (workspace_id, name, newest_version, published_version, published_at)
+         VALUES ($1, $2, 1, $3, CASE WHEN $3::integer IS NULL THEN NULL ELSE clock_timestamp() END) RETURNING id`,
+        [workspace.id, body.name, publish ? 1 : null],
+      );
+      const planId = (inserted.rows[0] as { id: string }).id;
+      await insertVersion(db, planId, 1, body.definition, references);
+      const plan = await writeResource(context, workspace, planId);
+      return { status: 201, body: planJson(plan) };
+    },
+  });
+
+  defineOperation(app, services, 'listRoutingPlans', {
+    schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(RoutingPlan) }) } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const page = await listPage<PlanRow>({
+        db: context.db,
+        key: services.keys.cursors,
+        list: 'routing-plans',
+        owner: workspace.id,
+        select: `SELECT ${planColumns} FROM routing_plans p`,
+        where: 'p.workspace_id = $1 AND p.archived_at IS NULL',
+        params: [workspace.id],
+        query: context.query,
+      });
+      return { status: 200, body: { data: page.rows.map(planJson), nextCursor: page.nextCursor } };
+    },
+  });
+
+  defineOperation(app, services, 'getRoutingPlan', {
+    schemas: { params: IdParams, response: { 200: RoutingPlan } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      return { status: 200, body: planJson(await readPlan(context.db, context.params.id as string, workspace.id)) };
+    },
+  });
+
+  defineOperation(app, services, 'updateRoutingPlan', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object(
+        {
+          name: Type.Optional(Name),
+          definition: Type.Optional(Type.Unknown({ description: 'Saves a new immutable version' })),
+        },
+        { additionalProperties: false, minProperties: 1 },
+      ),
+      response: { 200: RoutingPlan },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db, body } = context;
+      const planId = context.params.id as string;
+      await lockPlan(db, planId, workspace.id);
+      if (body.definition !== undefined) {
+        const references = await checkForSave(db, workspace.id, body.definition);
+        const next = await db.query<{ newest_version: number }>(
+          `UPDATE routing_plans SET newest_version = newest_version + 1, updated_at = clock_timestamp()
+            WHERE id = $1 RETURNING newest_version`,
+          [planId],
+        );
+        await insertVersion(
+          db,
+          planId,
+          (next.rows[0] as { newest_version: number }).newest_version,
+          body.definition,
+          references,
+        );
+      }
+      if (body.name !== undefined) {
+        await db.query('UPDATE routing_plans SET name = $2, updated_at = clock_timestamp() WHERE id = $1', [
+          planId,
+          body.name,
+        ]);
+      }
+      const plan = await writeResource(context, workspace, planId);
+      return { status: 200, body: planJson(plan) };
+    },
+  });
+
+  defineOperation(app, services, 'publishRoutingPlan', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object(
+        { version: Type.Optional(Type.Integer({ minimum: 1, description: 'The version to publish; default newest' })) },
+        { additionalProperties: false },
+      ),
+      response: { 200: RoutingPlan },
+    },
+    optionalBody: true,
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db, body } = context;
+      const planId = context.params.id as string;
+      await lockPlan(db, planId, workspace.id);
+      const chosen = await db.query<{ version: number; definition: unknown }>(
+        `SELECT v.version, v.definition FROM routing_plan_versions v JOIN routing_plans p ON p.id = v.plan_id
+          WHERE v.plan_id = $1 AND v.version = coalesce($2::integer, p.newest_version)`,
+        [planId, body.version ?? null],
+      );
+      const version = chosen.rows[0];
+      if (version === undefined) throw notFound(`version ${body.version} of this routing plan`);
+      // Re-checked now: a queue, schedule, agent, member or policy it relies on may have changed since the save.
+      await checkForSave(db, workspace.id, version.definition);
+      await db.query(
+        `UPDATE routing_plans SET published_version = $2, published_at = clock_timestamp(), updated_at = clock_timestamp()
+          WHERE id = $1`,
+        [planId, version.version],
+      );
+      const plan = await writeResource(context, workspace, planId);
+      return { status: 200, body: planJson(plan) };
+    },
+  });
+
+  defineOperation(app, services, 'assignRoutingPlan', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object({ phoneNumberId: Uuid }, { additionalProperties: false }),
+      response: { 200: Assignment },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db, body } = context;
+      const planId = context.params.id as string;
+      await lockPlan(db, planId, workspace.id);
+      const plan = await readPlan(db, planId, workspace.id);
+      if (plan.published_version === null) {
+        throw new ApiError('not_published', 'publish a version of this routing plan before assigning it');
+      }
+      const locked = await db.query<NumberRow>(
+        `SELECT ${numberColumns} FROM phone_numbers WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
+        [body.phoneNumberId, workspace.id],
+      );
+      const number = locked.rows[0];
+      if (number === undefined) throw notFound('number');
+      if (number.voice_lane !== 'service') {
+        throw new ApiError(
+          'voice_lane_off',
+          `${number.e164} is not on the service's voice lane (voiceLane is "${number.voice_lane}"); PATCH the number with voiceLane "service" first`,
+        );
+      }
+      let row = number;
+      if (number.routing_plan_id !== planId) {
+        const updated = await db.query<NumberRow>(
+          `UPDATE phone_numbers SET routing_plan_id = $2, assigned_at = clock_timestamp(), updated_at = clock_timestamp()
+            WHERE id = $1 RETURNING ${numberColumns}`,
+          [number.id, planId],
+        );
+        row = updated.rows[0] as NumberRow;
+        await numberUpdated(db, workspace, row, ['routingPlanId']);
+      }
+      return {
+        status: 200,
+        body: {
+          routingPlanId: planId,
+          phoneNumberId: row.id,
+          e164: row.e164,
+          assignedAt: (row.assigned_at as Date).toISOString(),
+        },
+      };
+    },
+  });
+
+  defineOperation(app, services, 'listRoutingPlanVersions', {
+    schemas: {
+      params: IdParams,
+      querystring: ListQuery,
+      response: {
+        200: Type.Object({ data: Type.Array(Version), nextCursor: Type.Union([Type.String(), Type.Null()]) }),
+      },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const planId = context.params.id as string;
+      const plan = await readPlan(context.db, planId, workspace.id);
+      let before = plan.newest_version + 1;
+      if (context.query.cursor !== undefined) {
+        const position = openCursor(services.keys.cursors, context.query.cursor, 3);
+        if (position === undefined || position[0] !== 'plan-versions' || position[1] !== planId) {
+          throw new ApiError('invalid_cursor', 'cursor is not one this list handed out');
+        }
+        before = Number(position[2]);
+      }
+      const result = await context.db.query<{ version: number; definition: unknown; created_at: Date }>(
+        `SELECT version, definition, created_at FROM routing_plan_versions
+          WHERE plan_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`,
+        [planId, before, context.query.limit + 1],
+      );
+      const rows = result.rows.slice(0, context.query.limit);
+      const last = rows[rows.length - 1];
+      return {
+        status: 200,
+        body: {
+          data: rows.map((row) => ({
+            version: row.version,
+            state: row.version === plan.published_version ? 'published' : 'draft',
+            definition: row.definition,
+            createdAt: row.created_at.toISOString(),
+          })),
+          nextCursor:
+            result.rows.length > context.query.limit && last !== undefined
+              ? sealCursor(services.keys.cursors, ['plan-versions', planId, String(last.version)])
+              : null,
+        },
+      };
+    },
+  });
+
+  defineOperation(app, services, 'archiveRoutingPlan', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object({}, { additionalProperties: false }),
+      response: { 200: RoutingPlan },
+    },
+    optionalBody: true,
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { db } = context;
+      const planId = context.params.id as string;
+      await lockPlan(db, planId, workspace.id);
+      const plan = await readPlan(db, planId, workspace.id);
+      if (plan.assignments.length > 0) {
+        throw new ApiError(
+          'in_use',
+          `the routing plan runs the calls of ${plan.assignments.map((a) => a.e164).join(', ')}; assign those numbers another plan or unassign them first`,
+          { extra: { phoneNumberIds: plan.assignments.map((a) => a.phoneNumberId) } },
+        );
+      }
+      await db.query(
+        'UPDATE routing_plans SET archived_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1',
+        [planId],
+      );
+      await services
+        .resources(db)
+        .delete('RoutingPlan', services.config.resourceNamespace, planId, { fieldManager: 'switchboard-api' });
+      return { status: 200, body: planJson(plan) };
+    },
+  });
+}

@@ -1,0 +1,150 @@
+/**
+ * The service's phone numbers: the inventory an admin imports (`switchboard numbers import`), claimed into
+ * workspaces, assigned to routing plans. Every change of a claimed number is a `number.updated` event in the
+ * number's stream, written in the same transaction.
+ */
+import libphonenumber from 'google-libphonenumber';
+import type { Queryable } from '../database.ts';
+import { appendEvent } from '../events/outbox.ts';
+import { e164Pattern } from '../ids.ts';
+
+export const capabilities = ['voice', 'sms', 'mms'] as const;
+export type Capability = (typeof capabilities)[number];
+
+export interface EmergencyAddress {
+  name?: string;
+  street: string;
+  unit?: string;
+  city: string;
+  region: string;
+  postalCode: string;
+  country: string;
+}
+
+export interface NumberRow {
+  id: string;
+  e164: string;
+  carrier: string;
+  capabilities: Capability[];
+  region: string | null;
+  national_number: string;
+  workspace_id: string | null;
+  name: string | null;
+  voice_lane: 'service' | 'off';
+  texting_campaign_id: string | null;
+  emergency_address: EmergencyAddress | null;
+  routing_plan_id: string | null;
+  assigned_at: Date | null;
+  claimed_at: Date | null;
+  updated_at: Date;
+}
+
+export const numberColumns = `id, e164, carrier, capabilities, region, national_number, workspace_id, name, voice_lane,
+  texting_campaign_id, emergency_address, routing_plan_id, assigned_at, claimed_at, updated_at`;
+
+export function textingRegistration(row: NumberRow): 'registered' | 'unregistered' {
+  return row.texting_campaign_id === null ? 'unregistered' : 'registered';
+}
+
+/** The number as the API shows it. */
+export function numberJson(row: NumberRow) {
+  return {
+    id: row.id,
+    e164: row.e164,
+    name: row.name,
+    status: row.workspace_id === null ? 'available' : 'active',
+    region: row.region,
+    capabilities: row.capabilities,
+    voiceLane: row.voice_lane,
+    textingRegistration: { status: textingRegistration(row), campaignId: row.texting_campaign_id },
+    emergencyAddress: row.emergency_address,
+    routingPlanId: row.routing_plan_id,
+    assignedAt: row.assigned_at?.toISOString() ?? null,
+    claimedAt: row.claimed_at?.toISOString() ?? null,
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export interface NumberWorkspace {
+  id: string;
+  applicationId: string;
+  externalWorkspaceId: string;
+}
+
+/**
+ * Records `number.updated` for a change of `row` (as it is after the change) in `workspace` (for a release: the
+ * workspace it left), naming the fields that changed.
+ */
+export async function numberUpdated(
+  db: Queryable,
+  workspace: NumberWorkspace,
+  row: NumberRow,
+  changes: string[],
+): Promise<void> {
+  await appendEvent(db, {
+    type: 'number.updated',
+    streamId: row.id,
+    applicationId: workspace.applicationId,
+    workspaceId: workspace.id,
+    externalWorkspaceId: workspace.externalWorkspaceId,
+    fields: {
+      number: {
+        id: row.id,
+        e164: row.e164,
+        status: row.workspace_id === null ? 'available' : 'active',
+        voiceLane: row.voice_lane,
+        textingRegistration: textingRegistration(row),
+        workspaceId: row.workspace_id,
+        routingPlanId: row.routing_plan_id,
+        changes,
+      },
+    },
+  });
+}
+
+const phoneNumbers = libphonenumber.PhoneNumberUtil.getInstance();
+const e164Regex = new RegExp(e164Pattern);
+
+/** The ISO region (null for non-geographic calling codes) and national digits of a number. */
+export function numberParts(e164: string): { region: string | null; nationalNumber: string } {
+  const parsed = phoneNumbers.parse(e164);
+  // A number libphonenumber cannot place (unassigned or fictional ranges) takes its calling code's main region.
+  const callingCode = parsed.getCountryCode() ?? 0;
+  const region: string | null =
+    phoneNumbers.getRegionCodeForNumber(parsed) ?? phoneNumbers.getRegionCodeForCountryCode(callingCode);
+  const countryCode = String(callingCode);
+  return { region: region === 'ZZ' ? null : region, nationalNumber: e164.slice(1 + countryCode.length) };
+}
+
+/** Input an import refuses (a number not in E.164 form, a bad carrier name); nothing is imported then. */
+export class InventoryInputError extends Error {}
+
+export interface ImportResult {
+  added: string[];
+  alreadyPresent: string[];
+}
+
+/** Adds numbers to the inventory (the admin command). Numbers already present are left as they are. */
+export async function importNumbers(
+  db: Queryable,
+  carrier: string,
+  numbers: readonly string[],
+  numberCapabilities: readonly Capability[],
+): Promise<ImportResult> {
+  const bad = numbers.filter((number) => !e164Regex.test(number));
+  if (bad.length > 0) throw new InventoryInputError(`not E.164 numbers (like +14155550100): ${bad.join(', ')}`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(carrier)) {
+    throw new InventoryInputError(`carrier "${carrier}" must be 1-63 letters, digits, '.', '_' or '-'`);
+  }
+  const added: string[] = [];
+  for (const number of new Set(numbers)) {
+    const parts = numberParts(number);
+    const result = await db.query(
+      `INSERT INTO phone_numbers (e164, carrier, capabilities, region, national_number) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (e164) DO NOTHING`,
+      [number, carrier, [...numberCapabilities], parts.region, parts.nationalNumber],
+    );
+    if (result.rowCount === 1) added.push(number);
+  }
+  return { added, alreadyPresent: [...new Set(numbers)].filter((number) => !added.includes(number)) };
+}
