@@ -586,3 +586,19 @@ test('a queue delete that waits for a publish holding the queue sees the publish
   }
   t.is((await api('GET', `/queues/${queue.id}`)).status, 200);
 });
+
+test('ids in a definition are UUIDs whatever their letter case', async (t) => {
+  const { setup, api, member, queue, schedule, agent } = await workspaceWithResources(t);
+  const upper = fullDefinition({
+    queueId: queue.id.toUpperCase(),
+    scheduleId: schedule.id.toUpperCase(),
+    agentId: agent.id.toUpperCase(),
+    memberId: member.id.toUpperCase(),
+    userId: setup.user.id.toUpperCase(),
+  });
+  const answer = await api('POST', '/routing-plans/validate', { definition: upper });
+  t.deepEqual(answer.body, { valid: true, issues: [] });
+  const plan = await created(t, api('POST', '/routing-plans', { name: 'Upper', definition: upper }));
+  isError(t, await api('DELETE', `/queues/${queue.id}`), 409, 'in_use', 'the saved version names the queue');
+  t.deepEqual(plan.definition, upper, 'the definition is kept as written');
+});

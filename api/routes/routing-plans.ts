@@ -11,6 +11,7 @@ import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { type NumberRow, numberColumns, numberUpdated } from '../../core/numbers/numbers.ts';
+import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
 import { type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
 import type { WorkspaceRef } from '../auth.ts';
@@ -46,7 +47,7 @@ export const RoutingPlan = Type.Object({
   newestVersion: Type.Integer(),
   publishedVersion: Type.Union([Type.Integer(), Type.Null()]),
   publishedAt: Type.Union([DateTime, Type.Null()]),
-  definition: Type.Unknown({ description: 'The newest version’s definition' }),
+  definition: RoutingPlanDefinition,
   assignments: Type.Array(Type.Omit(Assignment, ['routingPlanId'])),
   createdAt: DateTime,
   updatedAt: DateTime,
@@ -55,7 +56,7 @@ export const RoutingPlan = Type.Object({
 const Version = Type.Object({
   version: Type.Integer(),
   state: Type.String({ description: '`published` for the version new calls run, else `draft`' }),
-  definition: Type.Unknown(),
+  definition: RoutingPlanDefinition,
   createdAt: DateTime,
 });
 

@@ -41,12 +41,23 @@ export async function workspaceFacts(
     'SELECT destination_policy FROM workspaces WHERE id = $1',
     [workspaceId],
   );
+  // PostgreSQL answers ids in lower case; a definition may write them in upper case (both are the same UUID).
+  const asWritten = (found: { id: string }[], written: string[]) => {
+    const known = new Set(found.map((row) => row.id));
+    return new Set(written.filter((id) => known.has(id.toLowerCase())));
+  };
+  const providers = new Map(agents.rows.map((row) => [row.id, row.provider]));
   return {
-    queues: new Set(queues.rows.map((row) => row.id)),
-    schedules: new Set(schedules.rows.map((row) => row.id)),
-    aiAgents: new Map(agents.rows.map((row) => [row.id, row.provider])),
-    members: new Set(members.rows.map((row) => row.id)),
-    users: new Set(users.rows.map((row) => row.id)),
+    queues: asWritten(queues.rows, references.queueIds),
+    schedules: asWritten(schedules.rows, references.scheduleIds),
+    aiAgents: new Map(
+      references.aiAgentIds.flatMap((id) => {
+        const provider = providers.get(id.toLowerCase());
+        return provider === undefined ? [] : [[id, provider] as const];
+      }),
+    ),
+    members: asWritten(members.rows, references.memberIds),
+    users: asWritten(users.rows, references.userIds),
     destinationPolicy: workspace.rows[0]?.destination_policy ?? { allowedPrefixes: [], blockedPrefixes: [] },
   };
 }
