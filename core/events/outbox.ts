@@ -2,7 +2,8 @@
  * The transactional outbox: `appendEvent` records an event inside the transaction of the change it reports
  * (docs/events.md). In one statement it takes the stream's next sequence (row-locking the stream until commit, so a
  * stream's events commit in sequence order), writes the event with its log position, queues it for every enabled
- * webhook endpoint of the application that takes its type, and notifies the dispatchers (delivered at commit).
+ * webhook endpoint of the application that takes its type, and notifies the dispatchers (delivered at commit) when
+ * a lane went from idle to due (docs/events.md).
  */
 import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
@@ -88,8 +89,11 @@ export async function appendEvent<T extends EventType>(db: Queryable, input: New
          INSERT INTO webhook_lanes (endpoint_id, stream_key, next_attempt_at)
          SELECT targets.id, $1, now() FROM targets
          ON CONFLICT (endpoint_id, stream_key)
-         DO UPDATE SET next_attempt_at = coalesce(webhook_lanes.next_attempt_at, excluded.next_attempt_at))
-     SELECT event.sequence, event.payload, pg_notify('${eventsChannel}', $3) FROM event`,
+         DO UPDATE SET next_attempt_at = coalesce(webhook_lanes.next_attempt_at, excluded.next_attempt_at)
+         RETURNING next_attempt_at = now() AS woke)
+     SELECT event.sequence, event.payload,
+            CASE WHEN EXISTS (SELECT 1 FROM lanes WHERE woke) THEN pg_notify('${eventsChannel}', $3) END
+       FROM event`,
     values: [stream, id, input.applicationId, input.workspaceId, input.type, occurredAt, JSON.stringify(event)],
   });
   const row = result.rows[0] as { sequence: string; payload: string };
