@@ -6,13 +6,14 @@
  * from the start, DNS and connection included); a redirect is never followed and counts as a failure. At most
  * `maxAnswerBytes` of the answer body are read, for the failure message.
  */
-import type { LookupAddress, LookupOptions } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP } from 'node:net';
 import { describeAddress, isPublicAddress } from '../../core/webhooks/address.ts';
 import { signatureHeader } from '../../core/webhooks/signature.ts';
+import { pinnedLookup } from '../../core/webhooks/pinned-lookup.ts';
 
 export const defaultAttemptTimeoutMs = 10_000;
 const maxAnswerBytes = 4096;
@@ -58,19 +59,6 @@ function clip(text: string, length = maxErrorLength): string {
 
 function seconds(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
-}
-
-/** A `lookup` that answers with the addresses already resolved and checked, so the connection goes to one of them. */
-function pinnedLookup(addresses: readonly LookupAddress[]): LookupFunction {
-  return (_hostname: string, options: LookupOptions, callback) => {
-    if (options.all) {
-      callback(null, [...addresses]);
-      return;
-    }
-    const chosen = addresses.find((address) => !options.family || address.family === options.family) ?? addresses[0];
-    if (chosen === undefined) callback(Object.assign(new Error('no address'), { code: 'ENOTFOUND' }), '', 0);
-    else callback(null, chosen.address, chosen.family);
-  };
 }
 
 /** Rejects after `ms` (the part of the attempt's time limit left), for steps that cannot be cancelled. */
