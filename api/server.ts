@@ -13,6 +13,7 @@ import { isMutation, operations } from './operations.ts';
 import type { Services } from './route.ts';
 import { aiAgentRoutes } from './routes/ai-agents.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
+import { callRoutes } from './routes/calls.ts';
 import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { numberRoutes } from './routes/numbers.ts';
@@ -68,6 +69,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   queueRoutes(app, services);
   scheduleRoutes(app, services);
   aiAgentRoutes(app, services);
+  callRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

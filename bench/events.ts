@@ -88,6 +88,7 @@ const engine = spawn(process.execPath, [fileURLToPath(new URL('../bin/switchboar
     ...process.env,
     DATABASE_URL: database.url,
     ENGINE_HTTP_PORT: String(enginePort),
+    SIP_PORT: '0',
     LOG_LEVEL: 'warn',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
   },

@@ -71,7 +71,14 @@ bare.get<{ Params: { id: string } }>('/bare/workspaces/:id', async (request) => 
   return result.rows[0];
 });
 const service = await startRoles(
-  loadConfig({ ...process.env, DATABASE_URL: database.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' }),
+  loadConfig({
+    ...process.env,
+    DATABASE_URL: database.url,
+    PORT: '0',
+    SIP_PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+  }),
   new Set(['api', 'engine', 'operator']),
 );
 const pool = new pg.Pool({ connectionString: database.url, max: 2 });

@@ -8,6 +8,8 @@ import pg from 'pg';
 import type { Queryable } from './database.ts';
 
 export const credentialChannel = 'switchboard_credentials';
+/** The API asks the engine that holds a call to act on it: `{ callId, action: 'hangup' }` (docs/calls.md). */
+export const callControlChannel = 'switchboard_call_control';
 
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, payload]);

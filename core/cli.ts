@@ -16,7 +16,9 @@ import {
 import { createMember, MemberInputError, memberJson } from './identity/members.ts';
 import { isApplicationId, isUuid } from './ids.ts';
 import { type Capability, capabilities, importNumbers, InventoryInputError } from './numbers/numbers.ts';
+import { addCarrier, CarrierInputError } from '../engine/sip/carriers.ts';
 import { type Role, startRoles } from './roles.ts';
+import { loadSigningKeys } from './service-secret.ts';
 import { defaultKeyScopes, parseScopeList, type Scope } from './scopes.ts';
 
 const usage = `usage: switchboard <command>
@@ -34,6 +36,8 @@ Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DI
                                                        prints the member as JSON
   numbers import --carrier <name> [--capabilities voice,sms,mms] <e164>...
                                                        adds the service's own numbers to the inventory
+  carriers add <name> --address <host or CIDR> [--port 5060] [--transport udp|tcp] [--username u --password p]
+                                                       adds (or replaces) a SIP carrier calls come from and go out through
 `;
 
 class UsageError extends Error {}
@@ -79,6 +83,11 @@ async function admin(config: Config, args: string[]): Promise<void> {
       name: { type: 'string' },
       carrier: { type: 'string' },
       capabilities: { type: 'string' },
+      address: { type: 'string' },
+      port: { type: 'string' },
+      transport: { type: 'string' },
+      username: { type: 'string' },
+      password: { type: 'string' },
     },
   });
   const [noun, verb, ...rest] = positionals;
@@ -146,6 +155,30 @@ async function admin(config: Config, args: string[]): Promise<void> {
     }
     return;
   }
+  if (noun === 'carriers' && verb === 'add' && rest.length === 1) {
+    if (values.address === undefined) throw new UsageError('--address <host, address or CIDR> is required');
+    if (values.port !== undefined && !/^\d{1,5}$/.test(values.port)) throw new UsageError('--port must be 1-65535');
+    const input = {
+      name: rest[0] as string,
+      address: values.address,
+      ...(values.port !== undefined ? { port: Number(values.port) } : {}),
+      ...(values.transport !== undefined ? { transport: values.transport } : {}),
+      ...(values.username !== undefined ? { username: values.username } : {}),
+      ...(values.password !== undefined ? { password: values.password } : {}),
+    };
+    try {
+      print(
+        await withDatabase(config, async (pool) => {
+          const keys = await loadSigningKeys(pool, config.secret);
+          return addCarrier(pool, keys.carrierSecrets, input);
+        }),
+      );
+    } catch (error) {
+      if (error instanceof CarrierInputError) throw new UsageError(error.message);
+      throw error;
+    }
+    return;
+  }
   throw new UsageError(`unknown command: ${args.join(' ')}`);
 }
 
@@ -188,6 +221,7 @@ export async function main(args: string[]): Promise<number> {
       case 'applications':
       case 'members':
       case 'numbers':
+      case 'carriers':
         await admin(config, args);
         return 0;
       case undefined:

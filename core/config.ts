@@ -71,6 +71,26 @@ export const settings: readonly Setting[] = [
       '`true` lets webhook URLs reach private, loopback and link-local hosts (self-hosted receivers, tests). Keep `false` otherwise.',
   },
   {
+    name: 'SIP_HOST',
+    default: '127.0.0.1',
+    meaning: 'Address the engine takes SIP on (UDP and TCP) and names in its URIs.',
+  },
+  { name: 'SIP_PORT', default: '5060', meaning: 'SIP port of the engine, UDP and TCP (0: one the system picks).' },
+  { name: 'RTP_HOST', default: '(SIP_HOST)', meaning: 'Address the engine receives RTP on and puts in its SDP.' },
+  { name: 'RTP_PORT_MIN', default: '20000', meaning: 'Lowest RTP port (one per call leg).' },
+  { name: 'RTP_PORT_MAX', default: '20999', meaning: 'Highest RTP port.' },
+  {
+    name: 'TTS_COMMAND',
+    default: 'espeak-ng',
+    meaning: 'Text-to-speech command for `{tts}` prompts: run as `<command> --stdout <text>`, WAV on stdout.',
+  },
+  {
+    name: 'ENGINE_ID',
+    default: '(host name and SIP port)',
+    meaning:
+      'Names this engine as the owner of its calls; a restarted engine ends the calls it owned. Keep it stable per pod.',
+  },
+  {
     name: 'RESOURCE_NAMESPACE',
     default: 'switchboard',
     meaning:
@@ -112,6 +132,11 @@ export interface Config {
   webhookConcurrency: number;
   /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
   resourceNamespace: string;
+  sip: { host: string; port: number };
+  rtp: { host: string; portMin: number; portMax: number };
+  ttsCommand: string;
+  /** ENGINE_ID, when set. */
+  engineId: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -128,6 +153,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function rtpSettings(env: Env): Config['rtp'] {
+  const portMin = integer(env, 'RTP_PORT_MIN', 20000, 1024, 65534);
+  const portMax = integer(env, 'RTP_PORT_MAX', 20999, 1025, 65535);
+  if (portMax <= portMin) throw new ConfigError('RTP_PORT_MAX must be above RTP_PORT_MIN');
+  return { host: text(env, 'RTP_HOST') ?? text(env, 'SIP_HOST') ?? '127.0.0.1', portMin, portMax };
 }
 
 /** A Kubernetes namespace name (RFC 1123 label). */
@@ -195,5 +227,9 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
+    sip: { host: text(env, 'SIP_HOST') ?? '127.0.0.1', port: integer(env, 'SIP_PORT', 5060, 0, 65535) },
+    rtp: rtpSettings(env),
+    ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
+    engineId: text(env, 'ENGINE_ID'),
   };
 }

@@ -8,8 +8,9 @@ import pg from 'pg';
 import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
 import { LoginVerifier } from '../api/oidc.ts';
-import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { registerApi } from '../api/server.ts';
+import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
+import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
@@ -23,6 +24,8 @@ export type Role = 'api' | 'engine' | 'operator';
 
 export interface RunningService {
   url: string;
+  /** The engine's SIP port (UDP and TCP), under `all` and `engine`. */
+  sipPort: number | undefined;
   close(): Promise<void>;
 }
 
@@ -92,6 +95,24 @@ export async function startRoles(
     });
     await delivery.start();
   }
+  // The call engine (docs/calls.md): under `all` and `engine`.
+  let calls: CallEngine | undefined;
+  if (roles.has('engine')) {
+    try {
+      calls = await startCallEngine({
+        config,
+        pool: database.pool,
+        databaseUrl: database.url,
+        registry,
+        log: log.child({ component: 'calls' }),
+      });
+    } catch (error) {
+      await Promise.all([app.close(), delivery?.close()]);
+      await deliveryPool?.end();
+      await database.close();
+      throw error;
+    }
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
@@ -103,10 +124,12 @@ export async function startRoles(
   let closing: Promise<void> | undefined;
   return {
     url,
+    sipPort: calls?.sipPort,
     close() {
       closing ??= (async () => {
         for (const timer of timers) clearInterval(timer);
-        // Deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
+        // Calls end with a BYE; deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
+        await calls?.close();
         await Promise.all([app.close(), delivery?.close()]);
         await deliveryPool?.end();
         await database.close();

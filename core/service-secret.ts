@@ -13,6 +13,8 @@ export interface SigningKeys {
   webhookSecrets: Uint8Array;
   /** Encrypts the API keys of AI agents' providers at rest. */
   providerSecrets: Uint8Array;
+  /** Encrypts carriers' SIP passwords at rest. */
+  carrierSecrets: Uint8Array;
 }
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
@@ -36,5 +38,6 @@ export async function loadSigningKeys(db: Queryable, configured: string | undefi
     cursors: derive(secret, 'list cursors'),
     webhookSecrets: derive(secret, 'webhook signing secrets'),
     providerSecrets: derive(secret, 'AI provider API keys'),
+    carrierSecrets: derive(secret, 'carrier SIP passwords'),
   };
 }

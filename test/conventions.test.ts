@@ -167,7 +167,7 @@ test('every kind of answer carries cache-control: no-store, x-request-id and the
     assertShell(t, answer, path);
   }
 
-  const notImplemented = await service.request('GET', '/api/v1/calls', { auth, workspaceId: setup.workspace.id });
+  const notImplemented = await service.request('GET', '/api/v1/messages', { auth, workspaceId: setup.workspace.id });
   assertError(t, notImplemented, 501, 'not_implemented', '501');
 });
 
@@ -364,11 +364,11 @@ test('no credential is 401 everywhere, a 501 operation included; 501 not_impleme
     'unauthorized',
   );
 
-  const implementedLater = await service.request('GET', '/api/v1/calls', {
+  const implementedLater = await service.request('GET', '/api/v1/messages', {
     auth: setup.apiKey,
     workspaceId: setup.workspace.id,
   });
-  assertError(t, implementedLater, 501, 'not_implemented', 'GET /calls with key');
+  assertError(t, implementedLater, 501, 'not_implemented', 'GET /messages with key');
   const mutationLater = await service.request('POST', '/api/v1/calls', { auth: setup.apiKey, body: {} });
   assertError(t, mutationLater, 501, 'not_implemented', 'POST /calls with key');
 
@@ -383,13 +383,13 @@ test('no credential is 401 everywhere, a 501 operation included; 501 not_impleme
   };
   assertError(
     t,
-    await service.request('GET', '/api/v1/calls', { auth: await mint(['devices:*']) }),
+    await service.request('GET', '/api/v1/messages', { auth: await mint(['devices:*']) }),
     403,
     'insufficient_scope',
   );
   assertError(
     t,
-    await service.request('GET', '/api/v1/calls', { auth: await mint(['calls:*']) }),
+    await service.request('GET', '/api/v1/messages', { auth: await mint(['messages:*']) }),
     501,
     'not_implemented',
   );
@@ -862,6 +862,9 @@ test('/openapi.json describes the 81 operations', async (t) => {
   const implementedOperations = new Set([
     ...Array.from({ length: 16 }, (_, index) => index + 1),
     ...Array.from({ length: 30 }, (_, index) => index + 19),
+    50,
+    51,
+    52,
     ...Array.from({ length: 7 }, (_, index) => index + 73),
     80,
   ]);
@@ -880,6 +883,7 @@ test('/openapi.json describes the 81 operations', async (t) => {
     'deleteQueue',
     'deleteSchedule',
     'deleteAiAgent',
+    'hangupCall',
   ]);
   for (const { method, path, operation } of found) {
     const label = `${method.toUpperCase()} ${path} (${operation.operationId})`;

@@ -7,10 +7,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -23,14 +19,10 @@ import { describeAddress, isPublicAddress } from '../core/webhooks/address.ts';
 import { type Clock, Dispatcher, type DispatcherOptions } from '../engine/delivery/dispatcher.ts';
 import { retryDelayMs, parkAfterMs } from '../engine/delivery/backoff.ts';
 import { freePort } from './helpers/free-port.ts';
+import { type Received, Receiver } from './helpers/webhook-receiver.ts';
 import { startService, type TestService } from './helpers/service.ts';
 
 const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
-const tlsDir = new URL('./fixtures/tls/', import.meta.url);
-const tls = {
-  key: readFileSync(new URL('localhost-key.pem', tlsDir)),
-  cert: readFileSync(new URL('localhost.pem', tlsDir)),
-};
 
 /** Polls `check` until it holds (or fails the test after `timeoutMs`). */
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -38,102 +30,6 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await delay(20);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The receiver
-
-interface Received {
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** The raw body as received. */
-  body: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the event JSON, checked by the tests
-  event: any;
-  /** The event's stream subject (the agent's member id in these tests). */
-  stream: string;
-  sequence: number;
-  at: number;
-}
-
-/** What the receiver answers: a status, or a status and headers (a redirect). */
-type Answer = number | { status: number; headers: Record<string, string> };
-
-class Receiver {
-  readonly received: Received[] = [];
-  /** Requests of one stream that overlapped another of the same stream (must stay empty). */
-  readonly overlaps: string[] = [];
-  private readonly inFlight = new Map<string, number>();
-  handler: (request: Received) => Answer | Promise<Answer> = () => 200;
-
-  private constructor(readonly server: https.Server) {}
-
-  static async start(port = 0): Promise<Receiver> {
-    const server = https.createServer(tls);
-    const receiver = new Receiver(server);
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => receiver.serve(request, response));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-    return receiver;
-  }
-
-  get port(): number {
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  url(path = '/hook', host = 'localhost'): string {
-    return `https://${host}:${this.port}${path}`;
-  }
-
-  private async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    let event: Received['event'] = undefined;
-    try {
-      event = JSON.parse(body);
-    } catch {
-      // kept as received
-    }
-    const stream = String(event?.agent?.memberId ?? event?.callId ?? '');
-    const received: Received = {
-      path: request.url ?? '',
-      headers: request.headers,
-      body,
-      event,
-      stream,
-      sequence: Number(event?.sequence),
-      at: Date.now(),
-    };
-    this.received.push(received);
-    const running = (this.inFlight.get(stream) ?? 0) + 1;
-    this.inFlight.set(stream, running);
-    if (running > 1) this.overlaps.push(`${stream} #${received.sequence}`);
-    let answer: Answer;
-    try {
-      answer = await this.handler(received);
-    } catch {
-      answer = 500;
-    } finally {
-      this.inFlight.set(stream, (this.inFlight.get(stream) ?? 1) - 1);
-    }
-    if (response.destroyed) return;
-    if (typeof answer === 'number') response.writeHead(answer, { 'content-type': 'text/plain' });
-    else response.writeHead(answer.status, answer.headers);
-    response.end(typeof answer === 'number' && answer >= 400 ? 'boom' : '');
-  }
-
-  /** The sequences received for `stream`, in arrival order. */
-  sequences(stream: string): number[] {
-    return this.received.filter((request) => request.stream === stream).map((request) => request.sequence);
-  }
-
-  async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
 

@@ -5,11 +5,10 @@
  * One service for the file (API role). The inventory is shared by every application, so each test imports numbers
  * of its own (random digits) and searches with `contains` narrowed to them.
  */
-import { spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import test, { type ExecutionContext } from 'ava';
 import { importNumbers } from '../core/numbers/numbers.ts';
+import { runCli } from './helpers/cli.ts';
 import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
@@ -66,19 +65,7 @@ async function claimed(t: ExecutionContext) {
 }
 
 test('switchboard numbers import fills the inventory; bad numbers are a usage error and import nothing', async (t) => {
-  const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
-  const run = (args: string[]) =>
-    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [bin, ...args], {
-        env: { ...process.env, DATABASE_URL: service.databaseUrl, LOG_LEVEL: 'warn' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.on('exit', (code) => resolve({ code, stdout, stderr }));
-    });
+  const run = (args: string[]) => runCli(service.databaseUrl, args);
   const { stem, numbers } = freshNumbers(3, '212');
   const imported = await run(['numbers', 'import', '--carrier', 'acme', '--capabilities', 'voice', ...numbers]);
   t.is(imported.code, 0, imported.stderr);

@@ -26,6 +26,8 @@ if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {
 // The webhook delivery tests' HTTPS receivers use a certificate of the test CA: the test processes (and the
 // services they start) trust it the way a deployment trusts a private CA. Read at process start, so set here.
 process.env.NODE_EXTRA_CA_CERTS = path.resolve('test/fixtures/tls/ca.pem');
+// Test files run in parallel, each with engines of its own: SIP on ports the system picks.
+process.env.SIP_PORT ??= '0';
 
 const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...process.argv.slice(2)], {
   stdio: 'inherit',

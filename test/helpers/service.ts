@@ -3,6 +3,9 @@
  * requests through `fetch`, and the JSON log lines it wrote.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { loadConfig } from '../../core/config.ts';
@@ -33,6 +36,8 @@ export interface RequestOptions {
 
 export interface TestService {
   url: string;
+  /** The engine's SIP port (roles with the engine). */
+  sipPort: number | undefined;
   databaseUrl: string;
   pool: pg.Pool;
   logs: string[];
@@ -86,7 +91,16 @@ export async function startService(
       done();
     },
   });
-  const config = loadConfig({ DATABASE_URL: database.url, PORT: '0', LOG_LEVEL: 'info', ...env });
+  // Recordings and prompt caches of this service only.
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-test-'));
+  const config = loadConfig({
+    DATABASE_URL: database.url,
+    PORT: '0',
+    SIP_PORT: '0',
+    SWITCHBOARD_DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    ...env,
+  });
   const service = await startRoles(config, new Set(roles), { logStream });
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
   // pool.end() resolves once its idle clients are told to end, not when their connections are gone: one still
@@ -94,6 +108,7 @@ export async function startService(
   pool.on('error', () => {});
   return {
     url: service.url,
+    sipPort: service.sipPort,
     databaseUrl: database.url,
     pool,
     logs,
@@ -107,6 +122,7 @@ export async function startService(
       await service.close();
       await pool.end();
       await database.drop();
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

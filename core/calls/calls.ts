@@ -1,0 +1,218 @@
+/**
+ * Call records (docs/calls.md): every state change is one transaction that writes the call row and its event in the
+ * call's stream (`call.started`, `call.answered`, `call.connected`, `call.ended`). The engine process that holds a
+ * call's media owns it (`engine_owner`); a restarted engine ends the calls it owned.
+ */
+import type pg from 'pg';
+import { inTransaction, type Queryable } from '../database.ts';
+import { appendEvent } from '../events/outbox.ts';
+import type { CallObject } from '../events/types.ts';
+
+export type CallState = 'initiated' | 'routing' | 'offering' | 'connected' | 'voicemail' | 'ended';
+
+export interface CallRow {
+  id: string;
+  application_id: string;
+  workspace_id: string;
+  external_workspace_id: string;
+  direction: string;
+  from_number: string;
+  to_number: string;
+  phone_number_id: string | null;
+  routing_plan_id: string | null;
+  routing_plan_version: number | null;
+  state: CallState;
+  started_at: Date;
+  answered_at: Date | null;
+  connected_at: Date | null;
+  ended_at: Date | null;
+  end_reason: string | null;
+  engine_owner: string;
+  sip_call_id: string | null;
+  steps_taken: string[];
+}
+
+export const callColumns = `c.id, c.application_id, c.workspace_id, w.external_workspace_id, c.direction, c.from_number,
+  c.to_number, c.phone_number_id, c.routing_plan_id, c.routing_plan_version, c.state, c.started_at, c.answered_at,
+  c.connected_at, c.ended_at, c.end_reason, c.engine_owner, c.sip_call_id, c.steps_taken`;
+
+/** The call object of spec section 2. */
+export function callObject(row: CallRow): CallObject {
+  return {
+    id: row.id,
+    direction: row.direction,
+    from: row.from_number.slice(0, 64) || 'anonymous',
+    to: row.to_number.slice(0, 64) || 'unknown',
+    phoneNumberId: row.phone_number_id,
+    state: row.state,
+    startedAt: row.started_at.toISOString(),
+    answeredAt: row.answered_at?.toISOString() ?? null,
+    endedAt: row.ended_at?.toISOString() ?? null,
+    endReason: row.end_reason,
+  };
+}
+
+async function readCall(db: Queryable, id: string, lock = false): Promise<CallRow | undefined> {
+  const result = await db.query<CallRow>(
+    `SELECT ${callColumns} FROM calls c JOIN workspaces w ON w.id = c.workspace_id WHERE c.id = $1
+     ${lock ? 'FOR UPDATE OF c' : ''}`,
+    [id],
+  );
+  return result.rows[0];
+}
+
+function envelope(row: CallRow) {
+  return {
+    streamId: row.id,
+    applicationId: row.application_id,
+    workspaceId: row.workspace_id,
+    externalWorkspaceId: row.external_workspace_id,
+  };
+}
+
+export interface NewCall {
+  applicationId: string;
+  workspaceId: string;
+  direction: 'inbound' | 'outbound';
+  from: string;
+  to: string;
+  phoneNumberId: string | null;
+  routingPlanId: string | null;
+  routingPlanVersion: number | null;
+  engineOwner: string;
+  sipCallId: string | null;
+}
+
+/** A call at `initiated`, with `call.started`. */
+export async function startCall(pool: pg.Pool, input: NewCall): Promise<CallRow> {
+  return inTransaction(pool, async (db) => {
+    const inserted = await db.query<{ id: string }>(
+      `INSERT INTO calls (application_id, workspace_id, direction, from_number, to_number, phone_number_id,
+                          routing_plan_id, routing_plan_version, state, engine_owner, sip_call_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'initiated', $9, $10) RETURNING id`,
+      [
+        input.applicationId,
+        input.workspaceId,
+        input.direction,
+        input.from,
+        input.to,
+        input.phoneNumberId,
+        input.routingPlanId,
+        input.routingPlanVersion,
+        input.engineOwner,
+        input.sipCallId,
+      ],
+    );
+    const row = (await readCall(db, (inserted.rows[0] as { id: string }).id)) as CallRow;
+    await appendEvent(db, {
+      type: 'call.started',
+      ...envelope(row),
+      fields: { callId: row.id, call: callObject(row) },
+    });
+    return row;
+  });
+}
+
+/**
+ * Moves a live call to `state`. `answered` stamps answeredAt and writes `call.answered`; `connectedLeg` stamps
+ * connectedAt and writes `call.connected` with the leg. Returns undefined when the call has already ended.
+ */
+export async function changeState(
+  pool: pg.Pool,
+  callId: string,
+  state: Exclude<CallState, 'ended'>,
+  options: { answered?: boolean; connectedLeg?: { id: string; role: string } } = {},
+): Promise<CallRow | undefined> {
+  return inTransaction(pool, async (db) => {
+    const current = await readCall(db, callId, true);
+    if (current === undefined || current.ended_at !== null) return undefined;
+    await db.query(
+      `UPDATE calls SET state = $2,
+              answered_at = CASE WHEN $3 THEN coalesce(answered_at, clock_timestamp()) ELSE answered_at END,
+              connected_at = CASE WHEN $4 THEN coalesce(connected_at, clock_timestamp()) ELSE connected_at END
+        WHERE id = $1`,
+      [callId, state, options.answered === true, options.connectedLeg !== undefined],
+    );
+    const row = (await readCall(db, callId)) as CallRow;
+    if (options.answered === true && current.answered_at === null) {
+      await appendEvent(db, { type: 'call.answered', ...envelope(row), fields: { callId, call: callObject(row) } });
+    }
+    if (options.connectedLeg !== undefined) {
+      await appendEvent(db, {
+        type: 'call.connected',
+        ...envelope(row),
+        fields: {
+          callId,
+          call: callObject(row),
+          leg: { id: options.connectedLeg.id, role: options.connectedLeg.role, memberId: null, externalUserId: null },
+        },
+      });
+    }
+    return row;
+  });
+}
+
+/** Ends a live call with `call.ended`; undefined when it had already ended (nothing is written then). */
+export async function endCall(pool: pg.Pool, callId: string, reason: string): Promise<CallRow | undefined> {
+  return inTransaction(pool, async (db) => endCallIn(db, callId, reason));
+}
+
+async function endCallIn(db: Queryable, callId: string, reason: string): Promise<CallRow | undefined> {
+  const current = await readCall(db, callId, true);
+  if (current === undefined || current.ended_at !== null) return undefined;
+  await db.query(`UPDATE calls SET state = 'ended', ended_at = clock_timestamp(), end_reason = $2 WHERE id = $1`, [
+    callId,
+    reason.slice(0, 200),
+  ]);
+  await db.query(
+    `UPDATE call_legs SET state = 'ended', ended_at = clock_timestamp() WHERE call_id = $1 AND ended_at IS NULL`,
+    [callId],
+  );
+  const row = (await readCall(db, callId)) as CallRow;
+  const endedAt = (row.ended_at as Date).getTime();
+  await appendEvent(db, {
+    type: 'call.ended',
+    ...envelope(row),
+    fields: {
+      callId,
+      call: callObject(row),
+      previousState: current.state,
+      connected: row.connected_at !== null,
+      durationSeconds:
+        row.answered_at === null ? null : Math.max(0, Math.round((endedAt - row.answered_at.getTime()) / 1000)),
+    },
+  });
+  return row;
+}
+
+/** At start: the calls a previous run of this engine owned cannot go on (their media is gone); they end. */
+export async function endOwnedCalls(pool: pg.Pool, owner: string, reason: string): Promise<number> {
+  const live = await pool.query<{ id: string }>('SELECT id FROM calls WHERE engine_owner = $1 AND ended_at IS NULL', [
+    owner,
+  ]);
+  let ended = 0;
+  for (const { id } of live.rows) if ((await endCall(pool, id, reason)) !== undefined) ended += 1;
+  return ended;
+}
+
+export async function addLeg(
+  pool: pg.Pool,
+  callId: string,
+  leg: { role: string; remote: string; sipCallId: string | null },
+): Promise<string> {
+  const result = await pool.query<{ id: string }>(
+    `INSERT INTO call_legs (call_id, role, remote, state, sip_call_id) VALUES ($1, $2, $3, 'ringing', $4) RETURNING id`,
+    [callId, leg.role, leg.remote, leg.sipCallId],
+  );
+  return (result.rows[0] as { id: string }).id;
+}
+
+export async function setLegState(pool: pg.Pool, legId: string, state: 'answered' | 'ended'): Promise<void> {
+  await pool.query(
+    `UPDATE call_legs SET state = $2,
+            answered_at = CASE WHEN $2 = 'answered' THEN clock_timestamp() ELSE answered_at END,
+            ended_at = CASE WHEN $2 = 'ended' THEN clock_timestamp() ELSE ended_at END
+      WHERE id = $1`,
+    [legId, state],
+  );
+}

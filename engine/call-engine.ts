@@ -1,0 +1,109 @@
+/**
+ * The call engine of the engine role (docs/calls.md): SIP on UDP and TCP, an RTP port pool, prompts, carriers and
+ * the inbound call handler, plus the API's call control (a hangup asked through `switchboard_call_control`). At start
+ * it ends the calls a previous run of the same engine owned; at close it hangs up its calls.
+ */
+import { hostname } from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import type { Registry } from 'prom-client';
+import { callControlChannel, ChangeListener } from '../core/change-notices.ts';
+import type { Config } from '../core/config.ts';
+import { endOwnedCalls } from '../core/calls/calls.ts';
+import { InboundCalls } from './calls/inbound.ts';
+import { CallMetrics } from './calls/metrics.ts';
+import { Prompts } from './media/prompts.ts';
+import { PortPool } from './media/rtp.ts';
+import { CarrierDirectory } from './sip/carriers.ts';
+import { SipEndpoint } from './sip/user-agent.ts';
+
+export interface CallEngineLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  debug(object: object, message: string): void;
+}
+
+export interface CallEngine {
+  sipPort: number;
+  owner: string;
+  calls: InboundCalls;
+  close(): Promise<void>;
+}
+
+export async function startCallEngine(options: {
+  config: Config;
+  pool: pg.Pool;
+  databaseUrl: string;
+  registry: Registry;
+  log: CallEngineLog;
+}): Promise<CallEngine> {
+  const { config, pool, log } = options;
+  const metrics = new CallMetrics(options.registry);
+  const recordingsDir = path.join(config.dataDir, 'recordings');
+  await InboundCalls.prepare(recordingsDir);
+  // INVITEs can arrive once SIP listens, before the handler exists (it needs the engine's id, from the port).
+  const ready: { calls?: InboundCalls } = {};
+  const sip = new SipEndpoint({
+    host: config.sip.host,
+    port: config.sip.port,
+    onInvite: (request, core, source) => {
+      if (ready.calls === undefined) request.reject({ statusCode: 503 });
+      else ready.calls.onInvite(request, core, source);
+    },
+    onMessage: (direction, kind) => metrics.sipMessages.inc({ direction, kind }),
+    onMalformed: (reason, source) => {
+      metrics.sipMalformed.inc({ reason });
+      log.debug({ reason, from: `${source.address}:${source.port}` }, 'SIP input dropped');
+    },
+    log: (message) => log.warn({}, message),
+  });
+  const sipPort = await sip.start();
+  const owner = config.engineId ?? `${hostname()}:${sipPort}`;
+  const ended = await endOwnedCalls(pool, owner, 'engine_restarted');
+  if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');
+  const active = new InboundCalls({
+    pool,
+    carriers: new CarrierDirectory(pool),
+    ports: new PortPool(config.rtp.portMin, config.rtp.portMax),
+    rtpHost: config.rtp.host,
+    prompts: new Prompts({
+      cacheDir: path.join(config.dataDir, 'prompts'),
+      ttsCommand: config.ttsCommand,
+      allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+    }),
+    owner,
+    recordingsDir,
+    metrics,
+    log,
+  });
+  ready.calls = active;
+  const control = new ChangeListener(
+    options.databaseUrl,
+    callControlChannel,
+    (payload) => {
+      let request: { callId?: unknown; action?: unknown };
+      try {
+        request = JSON.parse(payload) as typeof request;
+      } catch {
+        return;
+      }
+      if (request.action === 'hangup' && typeof request.callId === 'string') {
+        active.hangup(request.callId).catch((error: unknown) => log.warn({ err: error }, 'hangup failed'));
+      }
+    },
+    () => {},
+    (message) => log.warn({}, message),
+  );
+  await control.start();
+  log.info({ sip: `${config.sip.host}:${sipPort}`, owner }, 'call engine listening');
+  return {
+    sipPort,
+    owner,
+    calls: active,
+    async close() {
+      await control.close();
+      await active.closeAll('engine_stopped');
+      await sip.close();
+    },
+  };
+}

@@ -1,0 +1,417 @@
+/**
+ * Calls from carriers (docs/calls.md): an INVITE from a configured carrier to a number with a published plan
+ * assigned is answered with our SDP, recorded as a call, and run through the plan version published at that moment.
+ * Any other source gets 403, a number without a plan 404, an offer without PCMU or PCMA 488. Each answered call has
+ * one RTP endpoint; the caller's BYE, our hangup (plan, API, shutdown) and the end of the plan all end it once.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type pg from 'pg';
+import type { IncomingInviteRequest, Session, UserAgentCore } from 'sip.js/lib/core/index.js';
+import { appendEvent } from '../../core/events/outbox.ts';
+import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
+import type { ScheduleHours } from '../../core/routing/schedule.ts';
+import { inTransaction } from '../../core/database.ts';
+import { type MediaEndpoint, type PortPool, MediaEndpoint as Media } from '../media/rtp.ts';
+import { answer as answerSdp, parseSdp, SdpError } from '../media/sdp.ts';
+import type { Prompts } from '../media/prompts.ts';
+import { WavRecorder } from '../media/recorder.ts';
+import type { CarrierDirectory } from '../sip/carriers.ts';
+import type { Source } from '../sip/transport.ts';
+import { dialedOf } from '../sip/user-agent.ts';
+import { type CallRow, type CallState, changeState, endCall, startCall } from '../../core/calls/calls.ts';
+import type { CallMetrics } from './metrics.ts';
+import { type CallControl, type Prompt, runPlan } from './runner.ts';
+
+export interface InboundOptions {
+  pool: pg.Pool;
+  carriers: CarrierDirectory;
+  ports: PortPool;
+  /** The address put in our SDP (RTP_HOST). */
+  rtpHost: string;
+  prompts: Prompts;
+  /** This engine's id (calls.engine_owner). */
+  owner: string;
+  /** Where voicemail recordings go. */
+  recordingsDir: string;
+  metrics: CallMetrics;
+  log: { info(object: object, message: string): void; warn(object: object, message: string): void };
+}
+
+interface PlanTarget {
+  application_id: string;
+  workspace_id: string;
+  phone_number_id: string;
+  e164: string;
+  routing_plan_id: string;
+  published_version: number;
+  definition: RoutingPlanDefinition;
+}
+
+/** The number dialed, if it is ours, claimed, on the voice lane and running a published plan: that version. */
+async function planFor(pool: pg.Pool, dialed: string): Promise<PlanTarget | undefined> {
+  const result = await pool.query<PlanTarget>(
+    `SELECT w.application_id, n.workspace_id, n.id AS phone_number_id, n.e164, p.id AS routing_plan_id,
+            p.published_version, v.definition
+       FROM phone_numbers n
+       JOIN workspaces w ON w.id = n.workspace_id
+       JOIN routing_plans p ON p.id = n.routing_plan_id AND p.archived_at IS NULL AND p.published_version IS NOT NULL
+       JOIN routing_plan_versions v ON v.plan_id = p.id AND v.version = p.published_version
+      WHERE n.e164 = $1 AND n.voice_lane = 'service'`,
+    [dialed],
+  );
+  return result.rows[0];
+}
+
+/** 488: the offer cannot be answered (no PCMU or PCMA, no audio, unreadable), with the reason in a Warning. */
+function notAcceptable(request: IncomingInviteRequest, error: unknown): void {
+  const reason = error instanceof SdpError ? error.message : 'unreadable SDP';
+  request.reject({
+    statusCode: 488,
+    reasonPhrase: 'Not Acceptable Here',
+    extraHeaders: [`Warning: 399 switchboard "${reason.replace(/["\r\n]/g, "'")}"`],
+  });
+}
+
+/** A 1 kHz beep, 300 ms, before a voicemail recording starts. */
+function beep(): Int16Array {
+  const samples = new Int16Array(2400);
+  for (let i = 0; i < samples.length; i += 1) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 1000 * i) / 8000));
+  return samples;
+}
+
+class ActiveCall implements CallControl {
+  ended = false;
+  private readonly gone = new AbortController();
+  private readonly keys: string[] = [];
+  private keyWaiter: ((key: string | undefined) => void) | undefined;
+
+  constructor(
+    readonly row: CallRow,
+    private readonly session: Session,
+    private readonly media: MediaEndpoint,
+    private readonly handler: InboundCalls,
+  ) {
+    media.onDtmf((digit) => {
+      const waiter = this.keyWaiter;
+      if (waiter !== undefined) {
+        this.keyWaiter = undefined;
+        waiter(digit);
+      } else this.keys.push(digit);
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.gone.signal;
+  }
+
+  async play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
+    if (this.ended) return { key: undefined };
+    let pcm: Int16Array;
+    try {
+      pcm = await this.handler.options.prompts.pcm(prompt);
+    } catch (error) {
+      // A prompt that cannot be produced: a second of silence, and the call goes on (docs/calls.md).
+      this.handler.options.metrics.promptFailures.inc();
+      this.handler.options.log.warn({ callId: this.row.id, err: error }, 'prompt could not be produced; silence');
+      pcm = new Int16Array(8000);
+    }
+    const stop = new AbortController();
+    const onGone = () => stop.abort();
+    this.gone.signal.addEventListener('abort', onGone, { once: true });
+    let pressed: string | undefined;
+    let unsubscribe: (() => void) | undefined;
+    if (options.stopOnKey === true) {
+      // A key pressed before the prompt (typed ahead) answers it at once.
+      const early = this.keys.shift();
+      if (early !== undefined) {
+        this.gone.signal.removeEventListener('abort', onGone);
+        return { key: early };
+      }
+      unsubscribe = this.media.onDtmf((digit) => {
+        pressed ??= digit;
+        stop.abort();
+      });
+    }
+    try {
+      await this.media.play(pcm, stop.signal);
+    } finally {
+      unsubscribe?.();
+      this.gone.signal.removeEventListener('abort', onGone);
+    }
+    if (pressed !== undefined) {
+      // The key that cut the prompt is the answer; the queued copy is not a second press.
+      const index = this.keys.indexOf(pressed);
+      if (index !== -1) this.keys.splice(index, 1);
+    }
+    return { key: pressed };
+  }
+
+  key(timeoutMs: number): Promise<string | undefined> {
+    if (this.ended) return Promise.resolve(undefined);
+    const queued = this.keys.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => finish(undefined), timeoutMs);
+      const onGone = () => finish(undefined);
+      const finish = (key: string | undefined) => {
+        clearTimeout(timer);
+        this.gone.signal.removeEventListener('abort', onGone);
+        if (this.keyWaiter === finish) this.keyWaiter = undefined;
+        resolve(key);
+      };
+      this.gone.signal.addEventListener('abort', onGone, { once: true });
+      this.keyWaiter = finish;
+    });
+  }
+
+  async voicemail(maxMs: number): Promise<void> {
+    if (this.ended) return;
+    await this.media.play(beep(), this.gone.signal);
+    const file = path.join(this.handler.options.recordingsDir, `${this.row.id}.wav`);
+    const recorder = await WavRecorder.open(file);
+    const stopRecording = this.media.onAudio((frame) => recorder.write(frame));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, maxMs);
+      this.gone.signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    stopRecording();
+    const written = await recorder.close();
+    const row = this.row;
+    await inTransaction(this.handler.options.pool, async (db) => {
+      const inserted = await db.query<{ id: string }>(
+        `INSERT INTO recordings (call_id, workspace_id, kind, path, duration_ms) VALUES ($1, $2, 'voicemail', $3, $4)
+         RETURNING id`,
+        [row.id, row.workspace_id, file, written.durationMs],
+      );
+      const recordingId = (inserted.rows[0] as { id: string }).id;
+      await appendEvent(db, {
+        type: 'voicemail.ready',
+        streamId: row.id,
+        applicationId: row.application_id,
+        workspaceId: row.workspace_id,
+        externalWorkspaceId: row.external_workspace_id,
+        fields: {
+          callId: row.id,
+          voicemail: {
+            id: recordingId,
+            recordingId,
+            from: row.from_number.slice(0, 64) || 'anonymous',
+            to: row.to_number.slice(0, 64),
+            durationSeconds: Math.round(written.durationMs / 1000),
+          },
+        },
+      });
+    });
+  }
+
+  async forward(to: string, _timeoutMs: number): Promise<boolean> {
+    // Dialing out through the number's carrier is not built yet: the forward takes its no-answer edge.
+    this.note('step_unavailable', `forward to ${to} is not built yet; taking next`);
+    return false;
+  }
+
+  async enter(state: 'voicemail' | 'routing'): Promise<void> {
+    if (this.ended) return;
+    await changeState(this.handler.options.pool, this.row.id, state);
+  }
+
+  note(what: 'step_unavailable', detail: string): void {
+    this.handler.options.metrics.stepsUnavailable.inc();
+    this.handler.options.log.warn({ callId: this.row.id, what }, detail);
+  }
+
+  /** Our side ends the call: BYE, then the record. */
+  async hangup(reason: string): Promise<void> {
+    if (this.ended) return;
+    try {
+      this.session.bye();
+    } catch {
+      // The dialog may be gone already (the caller's BYE crossed ours).
+    }
+    await this.finish(reason);
+  }
+
+  /** The caller hung up (BYE) or the call cannot go on. */
+  async finish(reason: string): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.gone.abort();
+    this.media.close();
+    this.handler.forget(this);
+    const ended = await endCall(this.handler.options.pool, this.row.id, reason);
+    if (ended !== undefined) this.handler.options.metrics.ended(reason);
+  }
+}
+
+export class InboundCalls {
+  private readonly calls = new Map<string, ActiveCall>();
+
+  constructor(readonly options: InboundOptions) {}
+
+  get active(): number {
+    return this.calls.size;
+  }
+
+  forget(call: ActiveCall): void {
+    this.calls.delete(call.row.id);
+    this.options.metrics.active.set(this.calls.size);
+  }
+
+  /** An INVITE outside a dialog. Never throws: every failure is an answer to the caller. */
+  onInvite(request: IncomingInviteRequest, _core: UserAgentCore, source: Source): void {
+    this.handle(request, source).catch((error: unknown) => {
+      this.options.log.warn({ err: error, from: source.address }, 'INVITE failed');
+      try {
+        request.reject({ statusCode: 500 });
+      } catch {
+        // Already answered.
+      }
+    });
+  }
+
+  private async handle(request: IncomingInviteRequest, source: Source): Promise<void> {
+    let cancelled = false;
+    request.delegate = { onCancel: () => (cancelled = true) };
+    const carrier = await this.options.carriers.carrierFor(source.address);
+    if (carrier === undefined) {
+      request.reject({ statusCode: 403, reasonPhrase: 'Not a configured carrier' });
+      return;
+    }
+    const dialed = dialedOf(request.message);
+    const target = await planFor(this.options.pool, dialed);
+    if (target === undefined) {
+      request.reject({ statusCode: 404, reasonPhrase: 'No routing plan for this number' });
+      return;
+    }
+    let offer;
+    try {
+      offer = parseSdp(request.message.body);
+    } catch (error) {
+      notAcceptable(request, error);
+      return;
+    }
+    let media: MediaEndpoint;
+    try {
+      media = await Media.open(this.options.ports, this.options.rtpHost);
+    } catch {
+      request.reject({ statusCode: 503, reasonPhrase: 'No media port free', extraHeaders: ['Retry-After: 5'] });
+      return;
+    }
+    let answered: ReturnType<typeof answerSdp>;
+    try {
+      answered = answerSdp(offer, { address: this.options.rtpHost, port: media.localPort });
+    } catch (error) {
+      media.close();
+      notAcceptable(request, error);
+      return;
+    }
+    if (cancelled) {
+      media.close();
+      return; // the core has answered 487
+    }
+    const row = await startCall(this.options.pool, {
+      applicationId: target.application_id,
+      workspaceId: target.workspace_id,
+      direction: 'inbound',
+      from: request.message.from.uri.user ?? 'anonymous',
+      to: target.e164,
+      phoneNumberId: target.phone_number_id,
+      routingPlanId: target.routing_plan_id,
+      routingPlanVersion: target.published_version,
+      engineOwner: this.options.owner,
+      sipCallId: request.message.callId,
+    });
+    this.options.metrics.started.inc();
+    if (cancelled) {
+      media.close();
+      await endCall(this.options.pool, row.id, 'caller_cancelled');
+      this.options.metrics.ended('caller_cancelled');
+      return;
+    }
+    const response = request.accept({
+      statusCode: 200,
+      body: { contentDisposition: 'session', contentType: 'application/sdp', content: answered.sdp },
+    });
+    media.setRemote(answered.remote);
+    const call = new ActiveCall(row, response.session, media, this);
+    this.calls.set(row.id, call);
+    this.options.metrics.active.set(this.calls.size);
+    response.session.delegate = {
+      onBye: (bye) => {
+        bye.accept();
+        void call.finish('caller_hangup');
+      },
+      onInvite: (reinvite) => {
+        // A re-INVITE (hold, resume, a new address): answer with the same media, following the new offer.
+        try {
+          const next = parseSdp(reinvite.message.body);
+          const again = answerSdp(next, { address: this.options.rtpHost, port: media.localPort });
+          media.setRemote(again.remote);
+          reinvite.accept({
+            statusCode: 200,
+            body: { contentDisposition: 'session', contentType: 'application/sdp', content: again.sdp },
+          });
+        } catch {
+          reinvite.reject({ statusCode: 488 });
+        }
+      },
+    };
+    const state: CallState = 'routing';
+    await changeState(this.options.pool, row.id, state, { answered: true });
+    const taken: string[] = [];
+    await runPlan(
+      {
+        callId: row.id,
+        definition: target.definition,
+        schedule: (id) => this.schedule(target.workspace_id, id),
+        now: () => new Date(),
+      },
+      call,
+      taken,
+    ).catch(async (error: unknown) => {
+      this.options.log.warn({ err: error, callId: row.id }, 'routing plan failed; ending the call');
+      await call.hangup('plan_error');
+    });
+    await this.options.pool.query('UPDATE calls SET steps_taken = $2 WHERE id = $1', [row.id, taken]);
+  }
+
+  private async schedule(workspaceId: string, id: string): Promise<ScheduleHours | undefined> {
+    const result = await this.options.pool.query<{
+      timezone: string;
+      weekly_hours: ScheduleHours['weeklyHours'];
+      exceptions: ScheduleHours['exceptions'];
+    }>('SELECT timezone, weekly_hours, exceptions FROM schedules WHERE id = $1::uuid AND workspace_id = $2', [
+      id.toLowerCase(),
+      workspaceId,
+    ]);
+    const row = result.rows[0];
+    return row === undefined
+      ? undefined
+      : { timezone: row.timezone, weeklyHours: row.weekly_hours, exceptions: row.exceptions };
+  }
+
+  /** The API asked to end a call this engine holds. */
+  async hangup(callId: string): Promise<boolean> {
+    const call = this.calls.get(callId);
+    if (call === undefined) return false;
+    await call.hangup('hangup_requested');
+    return true;
+  }
+
+  /** Shutdown: every call ends with a BYE. */
+  async closeAll(reason: string): Promise<void> {
+    await Promise.all([...this.calls.values()].map((call) => call.hangup(reason)));
+  }
+
+  static async prepare(recordingsDir: string): Promise<void> {
+    await mkdir(recordingsDir, { recursive: true });
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * The call engine's Prometheus metrics: active calls, calls by end reason, SIP messages by direction and method or
+ * status, input that was not SIP, RTP packets and losses, steps not built yet, prompts that could not be played.
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+export class CallMetrics {
+  readonly active: Gauge;
+  readonly started: Counter;
+  private readonly endedByReason: Counter<'reason'>;
+  readonly sipMessages: Counter<'direction' | 'kind'>;
+  readonly sipMalformed: Counter<'reason'>;
+  readonly rtpPackets: Counter<'direction'>;
+  readonly rtpLost: Counter;
+  readonly stepsUnavailable: Counter;
+  readonly promptFailures: Counter;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.active = new Gauge({ name: 'switchboard_calls_active', help: 'Calls in progress on this engine', registers });
+    this.started = new Counter({ name: 'switchboard_calls_started_total', help: 'Calls answered', registers });
+    this.endedByReason = new Counter({
+      name: 'switchboard_calls_ended_total',
+      help: 'Calls ended, by end reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.sipMessages = new Counter({
+      name: 'switchboard_sip_messages_total',
+      help: 'SIP messages received (in) and sent (out), by method or status code',
+      labelNames: ['direction', 'kind'],
+      registers,
+    });
+    this.sipMalformed = new Counter({
+      name: 'switchboard_sip_malformed_total',
+      help: 'Datagrams and stream frames that were not a SIP message we take, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.rtpPackets = new Counter({
+      name: 'switchboard_rtp_packets_total',
+      help: 'RTP packets received (in) and sent (out), counted when a call ends',
+      labelNames: ['direction'],
+      registers,
+    });
+    this.rtpLost = new Counter({
+      name: 'switchboard_rtp_packets_lost_total',
+      help: 'RTP packets lost (sequence gaps), counted when a call ends',
+      registers,
+    });
+    this.stepsUnavailable = new Counter({
+      name: 'switchboard_calls_step_unavailable_total',
+      help: 'Plan steps not built yet (ring, queue, ai_answer, forward) that took their no-answer edge',
+      registers,
+    });
+    this.promptFailures = new Counter({
+      name: 'switchboard_calls_prompt_failures_total',
+      help: 'Prompts that could not be produced during a call (silence played instead)',
+      registers,
+    });
+  }
+
+  ended(reason: string): void {
+    this.endedByReason.inc({ reason });
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * The engine's SIP endpoint: sip.js's `UserAgentCore` on each of our transports (one core per transport, so every
+ * message of a dialog stays on the transport it began on). The core runs transactions, retransmissions, dialogs,
+ * CANCEL, BYE and OPTIONS (RFC 3261); the engine hears INVITEs through `onInvite`, with the source of each request
+ * (`sourceOf`) and the dialed number (`dialedOf`).
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  Grammar,
+  type IncomingInviteRequest,
+  type IncomingRequestMessage,
+  Levels,
+  LoggerFactory,
+  type Transport,
+  UserAgentCore,
+} from 'sip.js/lib/core/index.js';
+import {
+  dialedHeader,
+  type Protocol,
+  type Source,
+  TcpTransport,
+  type TransportEvents,
+  UdpTransport,
+} from './transport.ts';
+
+/** The user part of the engine's own URI (the Request-URI user every request is rewritten to). */
+export const engineUser = 'switchboard';
+
+export interface SipEndpointOptions {
+  host: string;
+  port: number;
+  onInvite(request: IncomingInviteRequest, core: UserAgentCore, source: Source): void;
+  /** Every message in or out, for the metrics: direction, method or status code. */
+  onMessage?(direction: 'in' | 'out', kind: string): void;
+  onMalformed?(reason: string, source: Source): void;
+  log?: (message: string) => void;
+}
+
+function makeCore(
+  transport: Transport,
+  host: string,
+  port: number,
+  protocol: Protocol,
+  onInvite: (request: IncomingInviteRequest, core: UserAgentCore) => void,
+): UserAgentCore {
+  const uri = Grammar.URIParse(`sip:${engineUser}@${host}:${port}`);
+  if (uri === undefined) throw new Error(`cannot make a SIP URI of ${host}:${port}`);
+  const contactUri = Grammar.URIParse(`sip:${engineUser}@${host}:${port};transport=${protocol}`);
+  if (contactUri === undefined) throw new Error(`cannot make a SIP contact of ${host}:${port}`);
+  const loggerFactory = new LoggerFactory();
+  loggerFactory.builtinEnabled = false;
+  loggerFactory.level = Levels.error;
+  const core: UserAgentCore = new UserAgentCore(
+    {
+      aor: uri,
+      contact: {
+        pubGruu: undefined,
+        tempGruu: undefined,
+        uri: contactUri,
+        toString: () => `<${contactUri.toString()}>`,
+      },
+      displayName: '',
+      loggerFactory,
+      hackViaTcp: false,
+      routeSet: [],
+      sipjsId: randomBytes(5).toString('hex'),
+      supportedOptionTags: [],
+      supportedOptionTagsResponse: [],
+      userAgentHeaderFieldValue: 'Switchboard',
+      viaForceRport: true,
+      viaHost: host,
+      authenticationFactory: () => undefined,
+      transportAccessor: () => transport,
+    },
+    { onInvite: (request) => onInvite(request, core) },
+  );
+  return core;
+}
+
+export class SipEndpoint {
+  private readonly udp: UdpTransport;
+  private readonly tcp: TcpTransport;
+  private udpCore: UserAgentCore | undefined;
+  private tcpCore: UserAgentCore | undefined;
+  /** Where each request came from (the core hands the same message object to onInvite). */
+  private readonly sources = new WeakMap<IncomingRequestMessage, Source>();
+  port = 0;
+
+  constructor(private readonly options: SipEndpointOptions) {
+    const events = (protocol: Protocol): TransportEvents => ({
+      request: (message, source) => {
+        this.sources.set(message, source);
+        options.onMessage?.('in', message.method);
+        const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
+        try {
+          core?.receiveIncomingRequestFromTransport(message);
+        } catch (error) {
+          options.log?.(`SIP request from ${source.address}:${source.port} failed: ${String(error)}`);
+        }
+      },
+      response: (message, source) => {
+        options.onMessage?.('in', String(message.statusCode));
+        const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
+        try {
+          core?.receiveIncomingResponseFromTransport(message);
+        } catch (error) {
+          options.log?.(`SIP response from ${source.address}:${source.port} failed: ${String(error)}`);
+        }
+      },
+      malformed: (reason, source) => options.onMalformed?.(reason, source),
+      sent: (kind) => options.onMessage?.('out', kind),
+    });
+    this.udp = new UdpTransport(events('udp'), engineUser);
+    this.tcp = new TcpTransport(events('tcp'), engineUser);
+  }
+
+  /** Listens on UDP and TCP at the same port (port 0: one the system picks for UDP, then the same for TCP). */
+  async start(): Promise<number> {
+    const { host } = this.options;
+    for (let tries = 0; ; tries += 1) {
+      const port = await this.udp.listen(host, this.options.port);
+      try {
+        await this.tcp.listen(host, port);
+        this.port = port;
+        break;
+      } catch (error) {
+        await this.udp.close();
+        if (this.options.port !== 0 || tries >= 10) throw error;
+      }
+    }
+    const invite = (request: IncomingInviteRequest, core: UserAgentCore) => {
+      const source = this.sources.get(request.message) ?? { protocol: 'udp' as const, address: '', port: 0 };
+      this.options.onInvite(request, core, source);
+    };
+    this.udpCore = makeCore(this.udp, host, this.port, 'udp', invite);
+    this.tcpCore = makeCore(this.tcp, host, this.port, 'tcp', invite);
+    return this.port;
+  }
+
+  core(protocol: Protocol): UserAgentCore {
+    const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
+    if (core === undefined) throw new Error('the SIP endpoint is not started');
+    return core;
+  }
+
+  async close(): Promise<void> {
+    this.udpCore?.dispose();
+    this.tcpCore?.dispose();
+    await Promise.all([this.udp.close(), this.tcp.close()]);
+  }
+}
+
+/** The number the caller dialed: the Request-URI user the transport moved aside, as E.164 when it is digits. */
+export function dialedOf(message: IncomingRequestMessage): string {
+  const dialed = message.getHeader(dialedHeader) ?? message.ruri?.user ?? '';
+  const trimmed = decodeURIComponent(dialed.trim());
+  return /^\d{2,15}$/.test(trimmed) ? `+${trimmed}` : trimmed;
+}

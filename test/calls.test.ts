@@ -1,0 +1,304 @@
+/**
+ * Carrier calls through the engine, with sipp as the carrier (test/sipp/ scenarios): which INVITEs are answered,
+ * refused or ignored, the plan steps a call takes with real RTP (DTMF by RFC 2833 from the pcaps sipp ships), the
+ * call's events in its stream, and garbage on the SIP port.
+ *
+ * One service for the file (API and engine roles); each test has its own workspace and numbers.
+ */
+import { randomInt } from 'node:crypto';
+import dgram from 'node:dgram';
+import { readFile } from 'node:fs/promises';
+import test, { type ExecutionContext } from 'ava';
+import { decodeWav } from '../engine/media/wav.ts';
+import { importNumbers } from '../core/numbers/numbers.ts';
+import { runCli } from './helpers/cli.ts';
+import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { audioPcap, dtmfPcap, playPcap, runSipp } from './helpers/sipp.ts';
+
+let service: TestService;
+let sipPort: number;
+
+/** Runs the `switchboard` command on the service's database. */
+const cli = (args: string[]) => runCli(service.databaseUrl, args);
+
+test.before(async () => {
+  service = await startService({}, ['api', 'engine']);
+  sipPort = service.sipPort as number;
+  // sipp sends from 127.0.0.1: the carrier (the 403 test sends from 127.0.0.2, which no carrier names).
+  const added = await cli([
+    'carriers',
+    'add',
+    'sipp',
+    '--address',
+    '127.0.0.1',
+    '--port',
+    '5060',
+    '--transport',
+    'udp',
+  ]);
+  if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
+});
+
+test('switchboard carriers add checks its input and keeps the password sealed', async (t) => {
+  const added = await cli([
+    'carriers',
+    'add',
+    'trunk-a',
+    '--address',
+    '203.0.113.0/24',
+    '--transport',
+    'tcp',
+    '--username',
+    'acme',
+    '--password',
+    'hunter2',
+  ]);
+  t.is(added.code, 0, added.stderr);
+  t.deepEqual(JSON.parse(added.stdout), {
+    name: 'trunk-a',
+    address: '203.0.113.0/24',
+    port: 5060,
+    transport: 'tcp',
+    username: 'acme',
+    hasPassword: true,
+  });
+  const stored = await service.pool.query<{ password: string }>("SELECT password FROM carriers WHERE name = 'trunk-a'");
+  t.false(stored.rows[0]?.password.includes('hunter2'));
+  for (const bad of [
+    ['carriers', 'add', 'x', '--address', '10.0.0.0/99'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--transport', 'sctp'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--port', '70000'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--username', 'only'],
+    ['carriers', 'add', 'bad name!', '--address', '10.0.0.1'],
+    ['carriers', 'add', 'x'],
+  ]) {
+    const refused = await cli(bad);
+    t.is(refused.code, 2, `${bad.join(' ')}: ${refused.stderr}`);
+  }
+});
+
+test.after.always(async () => {
+  await service?.close();
+});
+
+/** A workspace with a number running `definition` (published, assigned); returns the number. */
+async function numberRunning(t: ExecutionContext, definition: unknown): Promise<{ e164: string; apiKey: string }> {
+  const setup = await workspaceWithUser(service);
+  const api = (method: string, path: string, body?: unknown) =>
+    service.request(method, `/api/v1${path}`, {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      ...(body === undefined ? {} : { body }),
+    });
+  const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
+  await importNumbers(service.pool, 'sipp', [e164], ['voice']);
+  const number = await api('POST', '/numbers', { e164 });
+  t.is(number.status, 201, number.text);
+  const plan = await api('POST', '/routing-plans', { name: 'Test plan', definition, publish: true });
+  t.is(plan.status, 201, plan.text);
+  const assigned = await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
+  t.is(assigned.status, 200, assigned.text);
+  return { e164, apiKey: setup.apiKey };
+}
+
+interface CallEvent {
+  type: string;
+  payload: {
+    call: { state: string; endReason: string | null; answeredAt: string | null };
+    previousState?: string;
+    connected?: boolean;
+  };
+}
+
+/** The events of the last call to `e164`, once it has ended (and, with `until`, once that event is there too). */
+async function endedCall(e164: string, until?: string): Promise<{ id: string; events: CallEvent[] }> {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    const call = await service.pool.query<{ id: string; ended_at: Date | null }>(
+      'SELECT id, ended_at FROM calls WHERE to_number = $1 ORDER BY started_at DESC LIMIT 1',
+      [e164],
+    );
+    const row = call.rows[0];
+    if (row?.ended_at) {
+      const events = await service.pool.query<{ type: string; payload: string }>(
+        'SELECT type, payload FROM events WHERE stream_key = $1 ORDER BY sequence',
+        [`call:${row.id}`],
+      );
+      const found = events.rows.map((event) => ({ type: event.type, payload: JSON.parse(event.payload) }));
+      if (until === undefined || found.some((event) => event.type === until)) return { id: row.id, events: found };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`no ended call to ${e164}`);
+}
+
+const hangup = { type: 'hangup', message: null };
+
+test('OPTIONS is answered 200', async (t) => {
+  const run = await runSipp({ scenario: 'options', sipPort, dialed: 'switchboard' });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+});
+
+test('an INVITE from an address no carrier names is refused with 403', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  const run = await runSipp({
+    scenario: 'refused',
+    sipPort,
+    dialed: e164.slice(1),
+    localIp: '127.0.0.2',
+    replacements: { STATUS: '403' },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const calls = await service.pool.query('SELECT 1 FROM calls WHERE to_number = $1', [e164]);
+  t.is(calls.rowCount, 0, 'no call was recorded');
+});
+
+test('an INVITE to a number without a published plan gets 404', async (t) => {
+  const e164 = `+1629${randomInt(1_000_000, 9_999_999)}`;
+  const run = await runSipp({ scenario: 'refused', sipPort, dialed: e164.slice(1), replacements: { STATUS: '404' } });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+});
+
+test('a hangup plan: answered, then BYE from the engine; started, answered and ended events in order', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  const run = await runSipp({ scenario: 'answered', sipPort, dialed: e164.slice(1) });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { events } = await endedCall(e164);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ended'],
+  );
+  const ended = events[2]?.payload;
+  t.like(ended, { previousState: 'routing', connected: false, call: { state: 'ended', endReason: 'plan_hangup' } });
+});
+
+test('a menu: DTMF 1 takes option 1; no key takes noInput after the retries', async (t) => {
+  const menu = {
+    entry: 'menu',
+    steps: {
+      menu: {
+        type: 'menu',
+        prompt: { tts: 'Press one.' },
+        options: { '1': 'one' },
+        noInput: 'vm',
+        timeoutSecs: 1,
+        maxRetries: 1,
+      },
+      one: { type: 'hangup', message: null },
+      vm: { type: 'voicemail', greeting: { tts: 'Leave a message.' } },
+    },
+  };
+  const pressed = await numberRunning(t, menu);
+  const withKey = await runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: pressed.e164.slice(1),
+    replacements: { MEDIA: playPcap(dtmfPcap('1')) },
+  });
+  t.is(withKey.code, 0, `${withKey.stderr}\n${withKey.errors}`);
+  const keyed = await endedCall(pressed.e164);
+  t.like(keyed.events.at(-1)?.payload, { previousState: 'routing', call: { endReason: 'plan_hangup' } });
+
+  const silent = await numberRunning(t, menu);
+  const noKey = await runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: silent.e164.slice(1),
+    replacements: { HOLD_MS: '9000' },
+  });
+  t.is(noKey.code, 0, `${noKey.stderr}\n${noKey.errors}`);
+  const unkeyed = await endedCall(silent.e164, 'voicemail.ready');
+  t.like(unkeyed.events.find((event) => event.type === 'call.ended')?.payload, {
+    previousState: 'voicemail',
+    connected: false,
+    call: { endReason: 'caller_hangup' },
+  });
+  t.true(unkeyed.events.some((event) => event.type === 'voicemail.ready'));
+});
+
+test('the caller hangs up mid-menu: call.ended with previousState routing and connected false', async (t) => {
+  const { e164 } = await numberRunning(t, {
+    entry: 'menu',
+    steps: {
+      menu: {
+        type: 'menu',
+        prompt: { tts: 'Please choose from the following options, carefully.' },
+        options: { '1': 'bye' },
+        noInput: 'bye',
+        timeoutSecs: 10,
+        maxRetries: 3,
+      },
+      bye: hangup,
+    },
+  });
+  const run = await runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { HOLD_MS: '500' },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { events } = await endedCall(e164);
+  t.like(events.at(-1)?.payload, { previousState: 'routing', connected: false, call: { endReason: 'caller_hangup' } });
+});
+
+test('garbage datagrams and malformed INVITEs leave the engine serving', async (t) => {
+  const socket = dgram.createSocket('udp4');
+  const send = (data: Buffer | string) =>
+    new Promise<void>((resolve, reject) =>
+      socket.send(data, sipPort, '127.0.0.1', (error) => (error ? reject(error) : resolve())),
+    );
+  await send(Buffer.from([0, 1, 2, 3, 255, 254]));
+  await send('INVITE sip:123@127.0.0.1 SIP/2.0\r\nVia: nonsense\r\n\r\n');
+  await send('INVITE\r\n\r\n');
+  await send('SIP/2.0 200 OK\r\n\r\n');
+  await send(Buffer.alloc(20_000, 65));
+  await send(
+    `INVITE sip:1@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:1;branch=z9hG4bK1\r\nContent-Length: 999\r\n\r\nv=0`,
+  );
+  socket.close();
+  const run = await runSipp({ scenario: 'options', sipPort, dialed: 'switchboard' });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const metrics = await service.request('GET', '/metrics');
+  t.regex(metrics.text, /switchboard_sip_malformed_total\{reason="(unparseable|not_sip|oversize)"\} [1-9]/);
+});
+
+test('voicemail records the audio the caller plays: a WAV of the right length with sound in it', async (t) => {
+  const { e164 } = await numberRunning(t, {
+    entry: 'vm',
+    steps: { vm: { type: 'voicemail', greeting: { tts: 'Hi.' } } },
+  });
+  // sipp waits for the greeting and the beep, plays its 7-second g711a.pcap, and hangs up 9 s later.
+  const run = await runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { MEDIA: `<pause milliseconds="2500"/>${playPcap(audioPcap)}`, HOLD_MS: '9000' },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { id, events } = await endedCall(e164, 'voicemail.ready');
+  const ready = events.find((event) => event.type === 'voicemail.ready')?.payload as unknown as {
+    voicemail: { recordingId: string; durationSeconds: number };
+  };
+  const recording = await service.pool.query<{ path: string; duration_ms: number; kind: string }>(
+    'SELECT path, duration_ms, kind FROM recordings WHERE call_id = $1',
+    [id],
+  );
+  const row = recording.rows[0];
+  t.truthy(row);
+  t.is(row?.kind, 'voicemail');
+  t.is(ready.voicemail.durationSeconds, Math.round((row?.duration_ms ?? 0) / 1000));
+  const wav = decodeWav(await readFile(row?.path as string));
+  t.is(wav.sampleRate, 8000);
+  const seconds = wav.pcm.length / 8000;
+  // The recording is the audio the caller sent: the pcap's 7 s (sipp sends no packets before or after it).
+  t.true(seconds > 6.5 && seconds < 8, `recorded ${seconds} s`);
+  // 20 ms frames with sound in them: about the pcap's 7 s.
+  let loud = 0;
+  for (let start = 0; start + 160 <= wav.pcm.length; start += 160) {
+    let sum = 0;
+    for (let i = start; i < start + 160; i += 1) sum += (wav.pcm[i] as number) ** 2;
+    if (Math.sqrt(sum / 160) > 200) loud += 1;
+  }
+  const loudSeconds = (loud * 160) / 8000;
+  t.true(loudSeconds > 4.5 && loudSeconds < 7.6, `sound for ${loudSeconds} s`);
+});

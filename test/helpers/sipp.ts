@@ -1,0 +1,93 @@
+/**
+ * sipp (Debian's sip-tester) as the carrier: runs a scenario of test/sipp/ against an engine, with the scenario's
+ * placeholders (MEDIA, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
+ * call of the run followed the scenario.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './free-port.ts';
+
+export const dtmfPcap = (digit: string) => `/usr/share/sip-tester/dtmf_2833_${digit}.pcap`;
+export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
+
+/** The MEDIA placeholder's value that plays a pcap (RTP) to the engine. */
+export function playPcap(file: string): string {
+  return `<nop><action><exec play_pcap_audio="${file}"/></action></nop>`;
+}
+
+export interface SippRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  errors: string;
+}
+
+export async function runSipp(options: {
+  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options';
+  sipPort: number;
+  /** The number dialed (the Request-URI user). */
+  dialed: string;
+  replacements?: Record<string, string>;
+  /** The address sipp sends from (default 127.0.0.1). */
+  localIp?: string;
+  calls?: number;
+  /** Calls started per second. */
+  rate?: number;
+  /** Calls at once at most. */
+  limit?: number;
+  timeoutSeconds?: number;
+}): Promise<SippRun> {
+  const template = await readFile(fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url)), 'utf8');
+  const filled = Object.entries({ MEDIA: '', HOLD_MS: '1000', STATUS: '404', ...options.replacements }).reduce(
+    (text, [name, value]) => text.replaceAll(name, value),
+    template,
+  );
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-'));
+  try {
+    const scenario = path.join(dir, 'scenario.xml');
+    const errors = path.join(dir, 'errors.log');
+    await writeFile(scenario, filled);
+    const localIp = options.localIp ?? '127.0.0.1';
+    const args = [
+      '-sf',
+      scenario,
+      '-m',
+      String(options.calls ?? 1),
+      '-r',
+      String(options.rate ?? 10),
+      '-l',
+      String(options.limit ?? options.calls ?? 1),
+      '-i',
+      localIp,
+      '-p',
+      String(await freePort()),
+      '-mi',
+      localIp,
+      '-mp',
+      String(await freePort()),
+      '-s',
+      options.dialed,
+      '-timeout',
+      `${options.timeoutSeconds ?? 60}s`,
+      '-timeout_error',
+      '-trace_err',
+      '-error_file',
+      errors,
+      '-nostdin',
+      `127.0.0.1:${options.sipPort}`,
+    ];
+    const child = spawn('sipp', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (exitCode) => resolve(exitCode)));
+    const errorLog = await readFile(errors, 'utf8').catch(() => '');
+    return { code, stdout: stdout.slice(-4000), stderr: stderr.slice(-4000), errors: errorLog.slice(-4000) };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
