@@ -63,6 +63,7 @@ export async function startCallEngine(options: {
   if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');
   const active = new InboundCalls({
     pool,
+    sip,
     carriers: new CarrierDirectory(pool),
     ports: new PortPool(config.rtp.portMin, config.rtp.portMax),
     rtpHost: config.rtp.host,

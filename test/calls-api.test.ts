@@ -322,7 +322,17 @@ test('getCall: the call with its legs oldest first; 404 outside the workspace', 
     (legs as { id: string }[]).map((leg) => leg.id),
     [caller, forward],
   );
-  t.deepEqual(Object.keys(legs[0]).sort(), ['answeredAt', 'endedAt', 'id', 'remote', 'role', 'startedAt', 'state']);
+  t.deepEqual(Object.keys(legs[0]).sort(), [
+    'answeredAt',
+    'endedAt',
+    'id',
+    'packetsIn',
+    'packetsOut',
+    'remote',
+    'role',
+    'startedAt',
+    'state',
+  ]);
   t.like(legs[0], {
     role: 'caller',
     remote: 'sip:+14155551234@carrier',

@@ -13,7 +13,8 @@ import { decodeWav } from '../engine/media/wav.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { runCli } from './helpers/cli.ts';
 import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
-import { audioPcap, dtmfPcap, playPcap, runSipp } from './helpers/sipp.ts';
+import { freePort } from './helpers/free-port.ts';
+import { audioPcap, dtmfPcap, playPcap, runSipp, startSippServer } from './helpers/sipp.ts';
 
 let service: TestService;
 let sipPort: number;
@@ -301,4 +302,70 @@ test('voicemail records the audio the caller plays: a WAV of the right length wi
   }
   const loudSeconds = (loud * 160) / 8000;
   t.true(loudSeconds > 4.5 && loudSeconds < 7.6, `sound for ${loudSeconds} s`);
+});
+
+/** A number whose carrier is a sipp far end on `port`: forwards from its plan go there. */
+async function numberForwardingTo(t: ExecutionContext, port: number, timeoutSecs: number) {
+  const carrier = `far-${port}`;
+  const added = await cli(['carriers', 'add', carrier, '--address', '127.0.0.1', '--port', String(port)]);
+  t.is(added.code, 0, added.stderr);
+  const { e164 } = await numberRunning(t, {
+    entry: 'fwd',
+    steps: {
+      fwd: { type: 'forward', to: '+15550009999', timeoutSecs, next: 'bye' },
+      bye: { type: 'hangup', message: null },
+    },
+  });
+  await service.pool.query('UPDATE phone_numbers SET carrier = $2 WHERE e164 = $1', [e164, carrier]);
+  return e164;
+}
+
+test('forward to a far end that answers: bridged, media both ways, call.connected', async (t) => {
+  const port = await freePort();
+  const far = startSippServer({ scenario: 'uas', port, mediaPort: await freePort() });
+  const e164 = await numberForwardingTo(t, port, 20);
+  const run = await runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { MEDIA: playPcap(audioPcap), HOLD_MS: '8000' },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const farEnd = await far.finished;
+  t.is(farEnd.code, 0, farEnd.stderr);
+  const { id, events } = await endedCall(e164);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.connected', 'call.ended'],
+  );
+  t.like(events.at(-1)?.payload, { previousState: 'connected', connected: true, call: { endReason: 'caller_hangup' } });
+  const legs = await service.pool.query<{ role: string; packets_in: string; packets_out: string }>(
+    'SELECT role, packets_in, packets_out FROM call_legs WHERE call_id = $1 ORDER BY started_at',
+    [id],
+  );
+  const [caller, forward] = legs.rows;
+  t.is(caller?.role, 'caller');
+  t.is(forward?.role, 'forward');
+  // The caller's 7 s of audio went to the far end, and its echo came back to the caller.
+  t.true(Number(caller?.packets_in) > 200 && Number(forward?.packets_out) > 200, JSON.stringify(legs.rows));
+  t.true(Number(forward?.packets_in) > 200 && Number(caller?.packets_out) > 200, JSON.stringify(legs.rows));
+});
+
+test('forward to a far end that never answers: CANCEL after timeoutSecs, then next', async (t) => {
+  const port = await freePort();
+  const far = startSippServer({ scenario: 'uas-no-answer', port, mediaPort: await freePort() });
+  const e164 = await numberForwardingTo(t, port, 5);
+  const started = Date.now();
+  const run = await runSipp({ scenario: 'answered', sipPort, dialed: e164.slice(1) });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  t.true(Date.now() - started >= 5000, 'rang for timeoutSecs first');
+  const farEnd = await far.finished;
+  t.is(farEnd.code, 0, farEnd.stderr);
+  const { id, events } = await endedCall(e164);
+  t.false(events.some((event) => event.type === 'call.connected'));
+  t.like(events.at(-1)?.payload, { connected: false, call: { endReason: 'plan_hangup' } });
+  const steps = await service.pool.query<{ steps_taken: string[] }>('SELECT steps_taken FROM calls WHERE id = $1', [
+    id,
+  ]);
+  t.deepEqual(steps.rows[0]?.steps_taken, ['fwd', 'bye']);
 });

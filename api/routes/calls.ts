@@ -50,6 +50,8 @@ const Leg = Type.Object({
   startedAt: DateTime,
   answeredAt: Type.Union([DateTime, Type.Null()]),
   endedAt: Type.Union([DateTime, Type.Null()]),
+  packetsIn: Type.Integer({ description: 'RTP packets received from this leg (counted when it ends)' }),
+  packetsOut: Type.Integer({ description: 'RTP packets sent to this leg (counted when it ends)' }),
 });
 
 const CallWithLegs = Type.Object({ ...Call.properties, legs: Type.Array(Leg, { description: 'Oldest first' }) });
@@ -87,6 +89,8 @@ interface LegRow {
   started_at: Date;
   answered_at: Date | null;
   ended_at: Date | null;
+  packets_in: string;
+  packets_out: string;
 }
 
 function callJson(row: CallRow) {
@@ -109,6 +113,8 @@ function legJson(row: LegRow) {
     startedAt: row.started_at.toISOString(),
     answeredAt: row.answered_at?.toISOString() ?? null,
     endedAt: row.ended_at?.toISOString() ?? null,
+    packetsIn: Number(row.packets_in),
+    packetsOut: Number(row.packets_out),
   };
 }
 
@@ -194,7 +200,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const row = await workspaceCall(context.db, context.params.id as string, workspace.id);
       if (row === undefined) throw notFound('call');
       const legs = await context.db.query<LegRow>(
-        `SELECT id, role, remote, state, started_at, answered_at, ended_at FROM call_legs
+        `SELECT id, role, remote, state, started_at, answered_at, ended_at, packets_in, packets_out FROM call_legs
           WHERE call_id = $1 ORDER BY started_at, id`,
         [row.id],
       );

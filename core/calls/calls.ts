@@ -207,12 +207,18 @@ export async function addLeg(
   return (result.rows[0] as { id: string }).id;
 }
 
-export async function setLegState(pool: pg.Pool, legId: string, state: 'answered' | 'ended'): Promise<void> {
+export async function setLegState(
+  pool: pg.Pool,
+  legId: string,
+  state: 'answered' | 'ended',
+  packets?: { in: number; out: number },
+): Promise<void> {
   await pool.query(
     `UPDATE call_legs SET state = $2,
             answered_at = CASE WHEN $2 = 'answered' THEN clock_timestamp() ELSE answered_at END,
-            ended_at = CASE WHEN $2 = 'ended' THEN clock_timestamp() ELSE ended_at END
+            ended_at = CASE WHEN $2 = 'ended' THEN coalesce(ended_at, clock_timestamp()) ELSE ended_at END,
+            packets_in = coalesce($3, packets_in), packets_out = coalesce($4, packets_out)
       WHERE id = $1`,
-    [legId, state],
+    [legId, state, packets?.in ?? null, packets?.out ?? null],
   );
 }

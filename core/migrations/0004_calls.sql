@@ -49,7 +49,10 @@ CREATE TABLE call_legs (
   sip_call_id text,
   started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
   answered_at timestamptz,
-  ended_at timestamptz
+  ended_at timestamptz,
+  -- RTP packets the engine received from and sent to this leg (written when the leg ends).
+  packets_in bigint NOT NULL DEFAULT 0,
+  packets_out bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX call_legs_call ON call_legs (call_id, started_at);
 

@@ -7,24 +7,41 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
-import type { IncomingInviteRequest, Session, UserAgentCore } from 'sip.js/lib/core/index.js';
+import {
+  Grammar,
+  type IncomingInviteRequest,
+  type OutgoingInviteRequest,
+  type Session,
+  type UserAgentCore,
+} from 'sip.js/lib/core/index.js';
 import { appendEvent } from '../../core/events/outbox.ts';
 import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/schedule.ts';
 import { inTransaction } from '../../core/database.ts';
 import { type MediaEndpoint, type PortPool, MediaEndpoint as Media } from '../media/rtp.ts';
-import { answer as answerSdp, parseSdp, SdpError } from '../media/sdp.ts';
+import { bridge } from '../media/bridge.ts';
+import { answer as answerSdp, offer as offerSdp, parseSdp, remoteFromAnswer, SdpError } from '../media/sdp.ts';
 import type { Prompts } from '../media/prompts.ts';
 import { WavRecorder } from '../media/recorder.ts';
 import type { CarrierDirectory } from '../sip/carriers.ts';
 import type { Source } from '../sip/transport.ts';
-import { dialedOf } from '../sip/user-agent.ts';
-import { type CallRow, type CallState, changeState, endCall, startCall } from '../../core/calls/calls.ts';
+import { dialedOf, engineUser, type SipEndpoint } from '../sip/user-agent.ts';
+import {
+  addLeg,
+  type CallRow,
+  type CallState,
+  changeState,
+  endCall,
+  setLegState,
+  startCall,
+} from '../../core/calls/calls.ts';
 import type { CallMetrics } from './metrics.ts';
 import { type CallControl, type Prompt, runPlan } from './runner.ts';
 
 export interface InboundOptions {
   pool: pg.Pool;
+  /** The engine's SIP endpoint, for dialing out (forward). */
+  sip: SipEndpoint;
   carriers: CarrierDirectory;
   ports: PortPool;
   /** The address put in our SDP (RTP_HOST). */
@@ -39,6 +56,7 @@ export interface InboundOptions {
 }
 
 interface PlanTarget {
+  carrier: string;
   application_id: string;
   workspace_id: string;
   phone_number_id: string;
@@ -51,7 +69,7 @@ interface PlanTarget {
 /** The number dialed, if it is ours, claimed, on the voice lane and running a published plan: that version. */
 async function planFor(pool: pg.Pool, dialed: string): Promise<PlanTarget | undefined> {
   const result = await pool.query<PlanTarget>(
-    `SELECT w.application_id, n.workspace_id, n.id AS phone_number_id, n.e164, p.id AS routing_plan_id,
+    `SELECT n.carrier, w.application_id, n.workspace_id, n.id AS phone_number_id, n.e164, p.id AS routing_plan_id,
             p.published_version, v.definition
        FROM phone_numbers n
        JOIN workspaces w ON w.id = n.workspace_id
@@ -88,6 +106,9 @@ class ActiveCall implements CallControl {
 
   constructor(
     readonly row: CallRow,
+    /** The carrier of the called number: forwards leave through it. */
+    private readonly carrierName: string,
+    private readonly callerLeg: string,
     private readonly session: Session,
     private readonly media: MediaEndpoint,
     private readonly handler: InboundCalls,
@@ -212,10 +233,135 @@ class ActiveCall implements CallControl {
     });
   }
 
-  async forward(to: string, _timeoutMs: number): Promise<boolean> {
-    // Dialing out through the number's carrier is not built yet: the forward takes its no-answer edge.
-    this.note('step_unavailable', `forward to ${to} is not built yet; taking next`);
-    return false;
+  /**
+   * Dials `to` through the called number's carrier and, once answered, bridges the two legs until either side hangs
+   * up (true). Not answered within `timeoutMs`, refused, or impossible (no carrier, a carrier named only by a CIDR
+   * range): false, and the call goes on with the step's `next`.
+   */
+  async forward(to: string, timeoutMs: number): Promise<boolean> {
+    if (this.ended) return false;
+    const options = this.handler.options;
+    const carrier = await options.carriers.byName(this.carrierName);
+    if (carrier === undefined || carrier.address.includes('/')) {
+      this.note('step_unavailable', `forward to ${to}: carrier "${this.carrierName}" has no address to dial out to`);
+      return false;
+    }
+    const core = options.sip.core(carrier.transport);
+    const host = options.sip.host;
+    const target = Grammar.URIParse(`sip:${to}@${carrier.address}:${carrier.port};transport=${carrier.transport}`);
+    const from = Grammar.URIParse(`sip:${this.row.to_number}@${host}:${options.sip.port}`);
+    if (target === undefined || from === undefined) {
+      this.note('step_unavailable', `forward to ${to}: cannot make a SIP URI`);
+      return false;
+    }
+    const leg = await Media.open(options.ports, options.rtpHost).catch(() => undefined);
+    if (leg === undefined) {
+      this.note('step_unavailable', `forward to ${to}: no media port free`);
+      return false;
+    }
+    await changeState(options.pool, this.row.id, 'offering');
+    const message = core.makeOutgoingRequestMessage(
+      'INVITE',
+      target,
+      from,
+      target,
+      {},
+      [`Contact: <sip:${engineUser}@${host}:${options.sip.port};transport=${carrier.transport}>`],
+      {
+        contentDisposition: 'session',
+        contentType: 'application/sdp',
+        content: offerSdp({ address: options.rtpHost, port: leg.localPort }),
+      },
+    );
+    const legId = await addLeg(options.pool, this.row.id, {
+      role: 'forward',
+      remote: `${to} via ${carrier.name}`,
+      sipCallId: message.callId,
+    });
+    const answered = await new Promise<Session | undefined>((resolve) => {
+      let settled = false;
+      const settle = (session: Session | undefined) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.gone.signal.removeEventListener('abort', onGone);
+        resolve(session);
+      };
+      let outgoing: OutgoingInviteRequest | undefined;
+      const giveUp = () => {
+        try {
+          outgoing?.cancel();
+        } catch {
+          // Already final.
+        }
+        settle(undefined);
+      };
+      const timer = setTimeout(giveUp, timeoutMs);
+      const onGone = () => giveUp();
+      this.gone.signal.addEventListener('abort', onGone, { once: true });
+      outgoing = core.invite(message, {
+        onAccept: (response) => {
+          response.ack();
+          if (settled) {
+            // Answered after we gave up: hang that leg up at once.
+            response.session.bye();
+            return;
+          }
+          try {
+            leg.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
+          } catch {
+            response.session.bye();
+            settle(undefined);
+            return;
+          }
+          settle(response.session);
+        },
+        onReject: () => settle(undefined),
+      });
+    });
+    if (answered === undefined || this.ended) {
+      leg.close();
+      await setLegState(options.pool, legId, 'ended');
+      if (answered !== undefined) answered.bye();
+      return false;
+    }
+    await setLegState(options.pool, legId, 'answered');
+    await changeState(options.pool, this.row.id, 'connected', { connectedLeg: { id: legId, role: 'forward' } });
+    const unbridge = bridge(this.media, leg);
+    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends this call).
+    await new Promise<void>((resolve) => {
+      answered.delegate = {
+        onBye: (bye) => {
+          bye.accept();
+          resolve();
+        },
+      };
+      this.gone.signal.addEventListener(
+        'abort',
+        () => {
+          try {
+            answered.bye();
+          } catch {
+            // The far end hung up at the same time.
+          }
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    unbridge();
+    this.countMedia(leg);
+    leg.close();
+    await setLegState(options.pool, legId, 'ended', { in: leg.stats.packetsIn, out: leg.stats.packetsOut });
+    return true;
+  }
+
+  /** Adds an endpoint's packet counts to the metrics (once, as it closes). */
+  countMedia(endpoint: MediaEndpoint): void {
+    const metrics = this.handler.options.metrics;
+    metrics.rtpPackets.inc({ direction: 'in' }, endpoint.stats.packetsIn);
+    metrics.rtpPackets.inc({ direction: 'out' }, endpoint.stats.packetsOut);
+    metrics.rtpLost.inc(endpoint.stats.lost);
   }
 
   async enter(state: 'voicemail' | 'routing'): Promise<void> {
@@ -244,8 +390,14 @@ class ActiveCall implements CallControl {
     if (this.ended) return;
     this.ended = true;
     this.gone.abort();
+    this.countMedia(this.media);
     this.media.close();
     this.handler.forget(this);
+    const stats = this.media.stats;
+    await setLegState(this.handler.options.pool, this.callerLeg, 'ended', {
+      in: stats.packetsIn,
+      out: stats.packetsOut,
+    });
     const ended = await endCall(this.handler.options.pool, this.row.id, reason);
     if (ended !== undefined) this.handler.options.metrics.ended(reason);
   }
@@ -336,12 +488,19 @@ export class InboundCalls {
       this.options.metrics.ended('caller_cancelled');
       return;
     }
+    const callerLeg = await addLeg(this.options.pool, row.id, {
+      role: 'caller',
+      remote: `${source.address}:${source.port} via ${carrier.name}`,
+      sipCallId: request.message.callId,
+    });
     const response = request.accept({
       statusCode: 200,
       body: { contentDisposition: 'session', contentType: 'application/sdp', content: answered.sdp },
     });
     media.setRemote(answered.remote);
-    const call = new ActiveCall(row, response.session, media, this);
+    // Listening for keys from the first packet on: a caller may press one right after the ACK.
+    const call = new ActiveCall(row, target.carrier, callerLeg, response.session, media, this);
+    await setLegState(this.options.pool, callerLeg, 'answered');
     this.calls.set(row.id, call);
     this.options.metrics.active.set(this.calls.size);
     response.session.delegate = {

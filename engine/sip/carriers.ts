@@ -88,6 +88,9 @@ export async function addCarrier(
   };
 }
 
+/** A lookup that misses reloads the list when it is older than this. */
+const missReloadMs = 1_000;
+
 interface Matcher {
   carrier: Carrier;
   matches(address: ipaddr.IPv4 | ipaddr.IPv6): boolean;
@@ -117,27 +120,35 @@ export class CarrierDirectory {
   }
 
   async byName(name: string): Promise<Carrier | undefined> {
+    const find = () => this.matchers.find((matcher) => matcher.carrier.name === name)?.carrier;
     await this.fresh();
-    return this.matchers.find((matcher) => matcher.carrier.name === name)?.carrier;
+    return find() ?? ((await this.fresh(missReloadMs)) ? find() : undefined);
   }
 
   async carrierFor(address: string): Promise<Carrier | undefined> {
-    await this.fresh();
     let source: ipaddr.IPv4 | ipaddr.IPv6;
     try {
       source = normalize(address);
     } catch {
       return undefined;
     }
-    return this.matchers.find((matcher) => matcher.matches(source))?.carrier;
+    const find = () => this.matchers.find((matcher) => matcher.matches(source))?.carrier;
+    await this.fresh();
+    return find() ?? ((await this.fresh(missReloadMs)) ? find() : undefined);
   }
 
-  private async fresh(): Promise<void> {
-    if (Date.now() - this.loadedAt < this.refreshMs) return;
+  /**
+   * Reloads the list when it is older than `maxAgeMs` (by default the refresh period); a miss asks again with a
+   * shorter age, so a carrier just added is found at once while unknown sources cost at most one query a second.
+   * Returns whether it reloaded.
+   */
+  private async fresh(maxAgeMs = this.refreshMs): Promise<boolean> {
+    if (Date.now() - this.loadedAt < maxAgeMs) return false;
     this.loading ??= this.load().finally(() => {
       this.loading = undefined;
     });
     await this.loading;
+    return true;
   }
 
   private async load(): Promise<void> {

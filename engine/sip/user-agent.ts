@@ -86,6 +86,11 @@ export class SipEndpoint {
   private readonly sources = new WeakMap<IncomingRequestMessage, Source>();
   port = 0;
 
+  /** The address the engine names in its URIs. */
+  get host(): string {
+    return this.options.host;
+  }
+
   constructor(private readonly options: SipEndpointOptions) {
     const events = (protocol: Protocol): TransportEvents => ({
       request: (message, source) => {
@@ -153,6 +158,11 @@ export class SipEndpoint {
 /** The number the caller dialed: the Request-URI user the transport moved aside, as E.164 when it is digits. */
 export function dialedOf(message: IncomingRequestMessage): string {
   const dialed = message.getHeader(dialedHeader) ?? message.ruri?.user ?? '';
-  const trimmed = decodeURIComponent(dialed.trim());
+  let trimmed = dialed.trim();
+  try {
+    trimmed = decodeURIComponent(trimmed);
+  } catch {
+    // Not percent-encoded text: taken as it is.
+  }
   return /^\d{2,15}$/.test(trimmed) ? `+${trimmed}` : trimmed;
 }

@@ -91,3 +91,49 @@ export async function runSipp(options: {
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * sipp as the far end of a forward: its built-in UAS (answers, echoes RTP back, answers BYE) or one of our UAS
+ * scenarios, listening on `port` for `calls` calls. `finished` settles when sipp exits.
+ */
+export function startSippServer(options: {
+  scenario: 'uas' | 'uas-no-answer';
+  port: number;
+  mediaPort: number;
+  calls?: number;
+  timeoutSeconds?: number;
+}): { finished: Promise<SippRun>; stop(): void } {
+  const scenario =
+    options.scenario === 'uas'
+      ? ['-sn', 'uas', '-rtp_echo']
+      : ['-sf', fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url))];
+  const child = spawn(
+    'sipp',
+    [
+      ...scenario,
+      '-i',
+      '127.0.0.1',
+      '-p',
+      String(options.port),
+      '-mi',
+      '127.0.0.1',
+      '-mp',
+      String(options.mediaPort),
+      '-m',
+      String(options.calls ?? 1),
+      '-timeout',
+      `${options.timeoutSeconds ?? 60}s`,
+      '-timeout_error',
+      '-nostdin',
+    ],
+    { cwd: os.tmpdir(), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-4000)));
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  const finished = new Promise<SippRun>((resolve) =>
+    child.on('exit', (code) => resolve({ code, stdout, stderr, errors: '' })),
+  );
+  return { finished, stop: () => child.kill('SIGKILL') };
+}
