@@ -126,6 +126,8 @@ interface SippStats {
   successful: number;
   failed: number;
   retransmissions: number;
+  /** The mean time from the INVITE to its 200 (sipp's rtd), in ms. */
+  responseMs: number;
   seconds: number;
   callsPerSecond: number;
 }
@@ -140,11 +142,15 @@ async function sippStats(file: string): Promise<SippStats> {
   const epoch = (name: string) => Number(field(name).split('\t').at(-1));
   const seconds = epoch('CurrentTime') - epoch('StartTime');
   const successful = Number(field('SuccessfulCall(C)'));
+  // Durations are "hh:mm:ss:microseconds".
+  const [hours, minutes, secs, micros] = field('ResponseTime1(C)').split(':').map(Number);
+  const responseMs = ((hours ?? 0) * 3600 + (minutes ?? 0) * 60 + (secs ?? 0)) * 1000 + (micros ?? 0) / 1000;
   return {
     created: Number(field('TotalCallCreated')),
     successful,
     failed: Number(field('FailedCall(C)')),
     retransmissions: Number(field('Retransmissions(C)')),
+    responseMs,
     seconds,
     callsPerSecond: seconds > 0 ? successful / seconds : 0,
   };
@@ -354,7 +360,15 @@ try {
   const work = await mkdtemp(path.join(os.tmpdir(), 'sipp-bench-'));
   workDir = work;
   /** One UAC run of `calls` calls at `callRate` against `target`; its statistics. */
-  const uacRun = async (options: { scenarioArgs: string[]; calls: number; callRate: number; limit: number }) => {
+  const answererCpu = (pid: number | undefined) => (pid === undefined ? 0 : cpuSeconds(pid).catch(() => 0));
+  /** One UAC run; with `answerer`, that process's CPU share over the run (and the host's). */
+  const uacRun = async (options: {
+    scenarioArgs: string[];
+    calls: number;
+    callRate: number;
+    limit: number;
+    answerer?: number;
+  }) => {
     const statsFile = path.join(work, `stats-${randomUUID()}.csv`);
     const seconds = Math.ceil(options.calls / options.callRate) + 60;
     const args = [
@@ -367,12 +381,17 @@ try {
         seconds,
       })),
     ];
+    const began = { at: performance.now(), cpu: await answererCpu(options.answerer), host: await hostCpu() };
     const sipp = startSipp(args, work);
     children.push(sipp.child);
     const result = await sipp.done;
+    const wall = (performance.now() - began.at) / 1000;
+    const cpu = ((await answererCpu(options.answerer)) - began.cpu) / wall;
+    const host = await hostCpu();
+    const hostShare = (host.busy - began.host.busy) / Math.max(1, host.total - began.host.total);
     const stats = await sippStats(statsFile).catch(() => undefined);
     if (stats === undefined) throw new Error(`sipp wrote no statistics (exit ${result.code}): ${result.output}`);
-    return { ...stats, code: result.code, output: result.output };
+    return { ...stats, cpu, hostShare, code: result.code, output: result.output };
   };
 
   process.stdout.write(
@@ -410,6 +429,7 @@ try {
     calls: total,
     callRate: rate,
     limit: rateLimit,
+    answerer: uas.child.pid,
   });
   uas.child.kill('SIGTERM');
   await uas.done;
@@ -425,7 +445,13 @@ try {
   engineAlive();
   process.stdout.write(`measuring sipp UAC -> engine (hangup plan) at ${rate} calls/s ...\n`);
   since = await now();
-  const full = await uacRun({ scenarioArgs: engineTarget, calls: total, callRate: rate, limit: rateLimit });
+  const full = await uacRun({
+    scenarioArgs: engineTarget,
+    calls: total,
+    callRate: rate,
+    limit: rateLimit,
+    answerer: enginePid,
+  });
   const fullReasons = await drained(hangupNumber, since);
   engineAlive();
   if (full.successful === 0) throw new Error(`the engine completed no call: ${full.output}`);
@@ -436,6 +462,7 @@ try {
     calls: targetRate * targetRunSeconds,
     callRate: targetRate,
     limit: rateLimit,
+    answerer: enginePid,
   });
   const pacedReasons = await drained(hangupNumber, since);
   engineAlive();
@@ -557,12 +584,13 @@ try {
     Object.entries(byReason)
       .map(([reason, count]) => `${reason} ${count}`)
       .join(', ');
-  const rateRow = (name: string, run: SippStats, offered: number) =>
-    `| ${name} | ${offered} | ${run.callsPerSecond.toFixed(1)} | ${percent(run.callsPerSecond / baseline.callsPerSecond)} | ${run.successful} | ${failedOf(run)} | ${run.retransmissions} |`;
+  const rateRow = (name: string, run: SippStats & { cpu: number; hostShare: number }, offered: number) =>
+    `| ${name} | ${offered} | ${run.callsPerSecond.toFixed(1)} | ${percent(run.callsPerSecond / baseline.callsPerSecond)} | ` +
+    `${run.successful} | ${failedOf(run)} | ${run.retransmissions} | ${run.responseMs.toFixed(0)} | ${percent(run.cpu)} | ${percent(run.hostShare)} |`;
   const lines = [
     '',
-    '| call rate | offered/s | completed/s | vs sipp UAS | completed | failed | retransmissions |',
-    '|---|---|---|---|---|---|---|',
+    '| call rate | offered/s | completed/s | vs sipp UAS | completed | failed | retransmissions | INVITE to 200, mean ms | answerer CPU (one core) | host CPU |',
+    '|---|---|---|---|---|---|---|---|---|---|',
     rateRow('sipp UAC -> sipp UAS (`-sn uas -rtp_echo`), baseline', baseline, rate),
     rateRow('sipp UAC -> engine, one-step hangup plan', full, rate),
     rateRow('sipp UAC -> engine, one-step hangup plan, target rate', paced, targetRate),

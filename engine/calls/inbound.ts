@@ -287,10 +287,11 @@ class ActiveCall implements CallControl {
         this.gone.signal.removeEventListener('abort', onGone);
         resolve(session);
       };
-      let outgoing: OutgoingInviteRequest | undefined;
+      // Set once the INVITE is handed to the core; giving up before that has nothing to cancel.
+      const pending: { invite?: OutgoingInviteRequest } = {};
       const giveUp = () => {
         try {
-          outgoing?.cancel();
+          pending.invite?.cancel();
         } catch {
           // Already final.
         }
@@ -299,7 +300,7 @@ class ActiveCall implements CallControl {
       const timer = setTimeout(giveUp, timeoutMs);
       const onGone = () => giveUp();
       this.gone.signal.addEventListener('abort', onGone, { once: true });
-      outgoing = core.invite(message, {
+      pending.invite = core.invite(message, {
         onAccept: (response) => {
           response.ack();
           if (settled) {
