@@ -250,7 +250,9 @@ try {
   );
   const enginePort = await freePort();
   const sipPort = await freePort();
-  engine = spawn(process.execPath, [bin, 'engine'], {
+  // BENCH_CALLS_ENGINE_NODE_ARGS: extra node options for the engine process (e.g. --cpu-prof --cpu-prof-dir=/tmp/x).
+  const nodeArgs = (process.env.BENCH_CALLS_ENGINE_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+  engine = spawn(process.execPath, [...nodeArgs, bin, 'engine'], {
     env: {
       ...process.env,
       DATABASE_URL: database.url,
@@ -586,7 +588,7 @@ try {
       .join(', ');
   const rateRow = (name: string, run: SippStats & { cpu: number; hostShare: number }, offered: number) =>
     `| ${name} | ${offered} | ${run.callsPerSecond.toFixed(1)} | ${percent(run.callsPerSecond / baseline.callsPerSecond)} | ` +
-    `${run.successful} | ${failedOf(run)} | ${run.retransmissions} | ${run.responseMs.toFixed(0)} | ${percent(run.cpu)} | ${percent(run.hostShare)} |`;
+    `${run.successful} | ${failedOf(run)} | ${run.retransmissions} | ${run.responseMs < 1 ? '<1' : run.responseMs.toFixed(0)} | ${percent(run.cpu)} | ${percent(run.hostShare)} |`;
   const lines = [
     '',
     '| call rate | offered/s | completed/s | vs sipp UAS | completed | failed | retransmissions | INVITE to 200, mean ms | answerer CPU (one core) | host CPU |',

@@ -152,18 +152,33 @@ export async function changeState(
   });
 }
 
-/** Ends a live call with `call.ended`; undefined when it had already ended (nothing is written then). */
-export async function endCall(pool: pg.Pool, callId: string, reason: string): Promise<CallRow | undefined> {
-  return inTransaction(pool, async (db) => endCallIn(db, callId, reason));
+/**
+ * Ends a live call with `call.ended`, recording the plan steps it took when given; undefined when it had already
+ * ended (nothing is written then).
+ */
+export async function endCall(
+  pool: pg.Pool,
+  callId: string,
+  reason: string,
+  stepsTaken?: readonly string[],
+): Promise<CallRow | undefined> {
+  return inTransaction(pool, async (db) => endCallIn(db, callId, reason, stepsTaken));
 }
 
-async function endCallIn(db: Queryable, callId: string, reason: string): Promise<CallRow | undefined> {
+async function endCallIn(
+  db: Queryable,
+  callId: string,
+  reason: string,
+  stepsTaken: readonly string[] | undefined,
+): Promise<CallRow | undefined> {
   const current = await readCall(db, callId, true);
   if (current === undefined || current.ended_at !== null) return undefined;
-  await db.query(`UPDATE calls SET state = 'ended', ended_at = clock_timestamp(), end_reason = $2 WHERE id = $1`, [
-    callId,
-    reason.slice(0, 200),
-  ]);
+  await db.query(
+    `UPDATE calls SET state = 'ended', ended_at = clock_timestamp(), end_reason = $2,
+            steps_taken = coalesce($3, steps_taken)
+      WHERE id = $1`,
+    [callId, reason.slice(0, 200), stepsTaken === undefined ? null : [...stepsTaken]],
+  );
   await db.query(
     `UPDATE call_legs SET state = 'ended', ended_at = clock_timestamp() WHERE call_id = $1 AND ended_at IS NULL`,
     [callId],

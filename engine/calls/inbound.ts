@@ -109,6 +109,8 @@ class ActiveCall implements CallControl {
     /** The carrier of the called number: forwards leave through it. */
     private readonly carrierName: string,
     private readonly callerLeg: string,
+    /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
+    private readonly taken: string[],
     private readonly session: Session,
     private readonly media: MediaEndpoint,
     private readonly handler: InboundCalls,
@@ -399,7 +401,7 @@ class ActiveCall implements CallControl {
       in: stats.packetsIn,
       out: stats.packetsOut,
     });
-    const ended = await endCall(this.handler.options.pool, this.row.id, reason);
+    const ended = await endCall(this.handler.options.pool, this.row.id, reason, this.taken);
     if (ended !== undefined) this.handler.options.metrics.ended(reason);
   }
 }
@@ -500,7 +502,8 @@ export class InboundCalls {
     });
     media.setRemote(answered.remote);
     // Listening for keys from the first packet on: a caller may press one right after the ACK.
-    const call = new ActiveCall(row, target.carrier, callerLeg, response.session, media, this);
+    const taken: string[] = [];
+    const call = new ActiveCall(row, target.carrier, callerLeg, taken, response.session, media, this);
     await setLegState(this.options.pool, callerLeg, 'answered');
     this.calls.set(row.id, call);
     this.options.metrics.active.set(this.calls.size);
@@ -526,7 +529,6 @@ export class InboundCalls {
     };
     const state: CallState = 'routing';
     await changeState(this.options.pool, row.id, state, { answered: true });
-    const taken: string[] = [];
     await runPlan(
       {
         callId: row.id,
@@ -540,7 +542,6 @@ export class InboundCalls {
       this.options.log.warn({ err: error, callId: row.id }, 'routing plan failed; ending the call');
       await call.hangup('plan_error');
     });
-    await this.options.pool.query('UPDATE calls SET steps_taken = $2 WHERE id = $1', [row.id, taken]);
   }
 
   private async schedule(workspaceId: string, id: string): Promise<ScheduleHours | undefined> {

@@ -63,6 +63,8 @@ export async function runPlan(context: RunnerContext, call: CallControl, taken: 
     taken.push(stepId);
     stepId = await runStep(context, call, stepId, step);
   }
+  // Every step that ends a plan hangs up; a run cut by the step guard must not leave the caller on the line.
+  if (!call.ended) await call.hangup('plan_error');
   return taken;
 }
 
