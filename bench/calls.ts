@@ -16,6 +16,10 @@
  *
  * Targets on 2 cores: 100 calls/s; 300 concurrent calls with media. A missed target prints NOT MET; the exit code
  * is non-zero only when the run itself broke (the engine died, a phase completed no call, setup failed).
+ *
+ * Shorter or other runs: BENCH_CALLS_RATE (200), BENCH_CALLS_TOTAL (10 s of the rate), BENCH_CALLS_LIMIT (calls at
+ * once, 1000), BENCH_CALLS_TARGET_SECONDS (10), BENCH_CALLS_CONCURRENT (300), BENCH_CALLS_HOLD_SECONDS (30),
+ * BENCH_CALLS_RAMP_RATE (calls/s while the concurrent calls start), BENCH_CALLS_ENGINE_NODE_ARGS (e.g. --cpu-prof).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
@@ -41,6 +45,7 @@ const concurrent = Number(process.env.BENCH_CALLS_CONCURRENT ?? 300);
 const holdSeconds = Number(process.env.BENCH_CALLS_HOLD_SECONDS ?? 30);
 // The ramp takes at most a third of the hold time, so the plateau (all calls up) lasts.
 const rampRate = Number(process.env.BENCH_CALLS_RAMP_RATE ?? Math.max(50, Math.ceil((3 * concurrent) / holdSeconds)));
+const rtpPorts = { min: 30000, max: 39999 };
 const targetRate = 100;
 const targetConcurrent = 300;
 const targetRunSeconds = Number(process.env.BENCH_CALLS_TARGET_SECONDS ?? 10);
@@ -82,26 +87,25 @@ async function hostCpu(): Promise<{ busy: number; total: number }> {
   return { busy: all - idle, total: all };
 }
 
-/** Datagrams dropped (full receive buffer) on the UDP sockets a process holds now (/proc/net/udp's drops column). */
-async function udpDrops(pid: number): Promise<{ sockets: number; drops: number }> {
+/** The UDP sockets a process holds now, by inode: local port and datagrams dropped for a full receive buffer. */
+async function udpSockets(pid: number): Promise<Map<string, { port: number; drops: number }>> {
   const inodes = new Set<string>();
   for (const fd of await readdir(`/proc/${pid}/fd`)) {
     const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
     const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
     if (inode !== undefined) inodes.add(inode);
   }
-  let sockets = 0;
-  let drops = 0;
+  const sockets = new Map<string, { port: number; drops: number }>();
   for (const table of ['/proc/net/udp', '/proc/net/udp6']) {
-    const lines = (await readFile(table, 'utf8').catch(() => '')).split('\n').slice(1);
-    for (const line of lines) {
+    for (const line of (await readFile(table, 'utf8').catch(() => '')).split('\n').slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
       const fields = line.trim().split(/\s+/);
-      if (fields.length < 13 || !inodes.has(fields[9] ?? '')) continue;
-      sockets += 1;
-      drops += Number(fields[12]);
+      const inode = fields[9] ?? '';
+      if (fields.length < 13 || !inodes.has(inode)) continue;
+      sockets.set(inode, { port: parseInt(fields[1]?.split(':')[1] ?? '0', 16), drops: Number(fields[12]) });
     }
   }
-  return { sockets, drops };
+  return sockets;
 }
 
 /** A classic pcap file's RTP packets: how many, and the time from the first to the last, in ms. */
@@ -258,8 +262,8 @@ try {
       DATABASE_URL: database.url,
       ENGINE_HTTP_PORT: String(enginePort),
       SIP_PORT: String(sipPort),
-      RTP_PORT_MIN: '30000',
-      RTP_PORT_MAX: '39999',
+      RTP_PORT_MIN: String(rtpPorts.min),
+      RTP_PORT_MAX: String(rtpPorts.max),
       SWITCHBOARD_DATA_DIR: dataDir,
       LOG_LEVEL: 'warn',
     },
@@ -315,16 +319,16 @@ try {
     name: 'Bench',
     timezone: 'Europe/Paris',
   });
-  const numberRunning = async (definition: unknown): Promise<string> => {
-    const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
+  const numberRunning = async (areaCode: string, definition: unknown): Promise<string> => {
+    const e164 = `+1${areaCode}${randomInt(1_000_000, 9_999_999)}`;
     await importNumbers(pool, 'sipp', [e164], ['voice']);
     const number = await call('POST', '/numbers', { e164 }, workspace.id);
     const plan = await call('POST', '/routing-plans', { name: 'Bench plan', definition, publish: true }, workspace.id);
     await call('POST', `/routing-plans/${plan.id}/assign`, { phoneNumberId: number.id }, workspace.id);
     return e164;
   };
-  const hangupNumber = await numberRunning({ entry: 'bye', steps: { bye: { type: 'hangup', message: null } } });
-  const voicemailNumber = await numberRunning({
+  const hangupNumber = await numberRunning('628', { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } });
+  const voicemailNumber = await numberRunning('629', {
     entry: 'vm',
     steps: { vm: { type: 'voicemail', greeting: { tts: 'Hi.' } } },
   });
@@ -503,6 +507,7 @@ try {
   const idleCpu = (await cpuSeconds(enginePid)) - idleCpu0;
   const idleShare = idleCpu / ((performance.now() - idleAt0) / 1000);
   const rssBefore = await rssMb(enginePid);
+  const socketsBefore = await udpSockets(enginePid);
 
   const statsFile = path.join(work, `stats-${randomUUID()}.csv`);
   const startedAt = performance.now();
@@ -558,7 +563,16 @@ try {
     await sleep(1000);
   } while (performance.now() < plateauTo);
   const plateauSeconds = (performance.now() - plateauStart.at) / 1000;
-  const dropped = await udpDrops(enginePid);
+  // Drops since the run began: on the SIP socket, and on the RTP sockets (all opened during the run).
+  const dropped = { sip: 0, rtp: 0, rtpSockets: 0 };
+  for (const [inode, socket] of await udpSockets(enginePid)) {
+    const delta = socket.drops - (socketsBefore.get(inode)?.drops ?? 0);
+    if (socket.port === sipPort) dropped.sip += delta;
+    else if (socket.port >= rtpPorts.min && socket.port <= rtpPorts.max) {
+      dropped.rtp += delta;
+      dropped.rtpSockets += 1;
+    }
+  }
   const engineShare = ((await cpuSeconds(enginePid)) - plateauStart.engine) / plateauSeconds;
   const sippShare = ((await cpuSeconds(sippPid).catch(() => plateauStart.sipp)) - plateauStart.sipp) / plateauSeconds;
   const hostEnd = await hostCpu();
@@ -611,7 +625,7 @@ try {
     `| audio recorded by the engine | ${recorded} recordings, ${(recordedSeconds / Math.max(1, recorded)).toFixed(1)} s each on average (held ${holdSeconds} s, after the greeting and beep) |`,
     `| sipp sent (pcap of ${pcap.packets} packets, ${(pcap.ms / 1000).toFixed(2)} s, played ${loops}x per call) | ~${pcap.packets * loops * media.successful} RTP packets |`,
     `| RTP packets at the engine (/metrics): in / out / lost | ${rtpIn} / ${rtpOut} / ${rtpLost} |`,
-    `| datagrams dropped for a full receive buffer (the engine's ${dropped.sockets} UDP sockets, at the plateau's end) | ${dropped.drops} |`,
+    `| datagrams dropped for a full receive buffer at the plateau's end: ${dropped.rtpSockets} RTP sockets / SIP socket | ${dropped.rtp} / ${dropped.sip} |`,
     '',
     `engine calls by end reason: ${reasons(mediaReasons)}; engine log lines (warn and above): ${engineLines}`,
     '',

@@ -212,4 +212,9 @@ const plans = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./
   stdio: 'inherit',
 });
 const plansCode = await new Promise<number | null>((resolve) => plans.once('close', resolve));
-process.exit(failed || eventsCode !== 0 || plansCode !== 0 ? 1 : 0);
+process.stdout.write('\n');
+const calls = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./calls.ts', import.meta.url))], {
+  stdio: 'inherit',
+});
+const callsCode = await new Promise<number | null>((resolve) => calls.once('close', resolve));
+process.exit(failed || eventsCode !== 0 || plansCode !== 0 || callsCode !== 0 ? 1 : 0);

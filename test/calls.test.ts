@@ -369,3 +369,87 @@ test('forward to a far end that never answers: CANCEL after timeoutSecs, then ne
   ]);
   t.deepEqual(steps.rows[0]?.steps_taken, ['fwd', 'bye']);
 });
+
+test('SIP over TCP: the same call on a TCP connection', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  const run = await runSipp({ scenario: 'answered', sipPort, dialed: e164.slice(1), transport: 'tcp' });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { events } = await endedCall(e164);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ended'],
+  );
+});
+
+test('hold and resume (re-INVITE): answered recvonly, then sendrecv; the call goes on', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'vm', steps: { vm: { type: 'voicemail', greeting: null } } });
+  const run = await runSipp({ scenario: 'hold', sipPort, dialed: e164.slice(1) });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { events } = await endedCall(e164);
+  t.like(events.find((event) => event.type === 'call.ended')?.payload, { call: { endReason: 'caller_hangup' } });
+});
+
+test('a menu: an unlisted key counts as a retry (the prompt plays again and a listed key still works)', async (t) => {
+  const { e164 } = await numberRunning(t, {
+    entry: 'menu',
+    steps: {
+      menu: {
+        type: 'menu',
+        prompt: { tts: 'Press one.' },
+        options: { '1': 'one' },
+        noInput: 'vm',
+        timeoutSecs: 4,
+        maxRetries: 1,
+      },
+      one: { type: 'hangup', message: null },
+      vm: { type: 'voicemail', greeting: null },
+    },
+  });
+  // 2 (not listed), then 1 on the retry: the engine hangs up from `one`. Without the retry the call would go to
+  // voicemail and never get the engine's BYE.
+  const run = await runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { MEDIA: `${playPcap(dtmfPcap('2'))}<pause milliseconds="1500"/>${playPcap(dtmfPcap('1'))}` },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { id } = await endedCall(e164);
+  const steps = await service.pool.query<{ steps_taken: string[] }>('SELECT steps_taken FROM calls WHERE id = $1', [
+    id,
+  ]);
+  t.deepEqual(steps.rows[0]?.steps_taken, ['menu', 'one']);
+
+  // The same keys with no retry allowed: the unlisted 2 used the only attempt, so the call goes to noInput.
+  const noRetry = await numberRunning(t, {
+    entry: 'menu',
+    steps: {
+      menu: {
+        type: 'menu',
+        prompt: { tts: 'Press one.' },
+        options: { '1': 'one' },
+        noInput: 'vm',
+        timeoutSecs: 4,
+        maxRetries: 0,
+      },
+      one: { type: 'hangup', message: null },
+      vm: { type: 'voicemail', greeting: null },
+    },
+  });
+  const second = await runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: noRetry.e164.slice(1),
+    replacements: {
+      MEDIA: `${playPcap(dtmfPcap('2'))}<pause milliseconds="1500"/>${playPcap(dtmfPcap('1'))}`,
+      HOLD_MS: '3000',
+    },
+  });
+  t.is(second.code, 0, `${second.stderr}\n${second.errors}`);
+  const other = await endedCall(noRetry.e164);
+  const otherSteps = await service.pool.query<{ steps_taken: string[] }>(
+    'SELECT steps_taken FROM calls WHERE id = $1',
+    [other.id],
+  );
+  t.deepEqual(otherSteps.rows[0]?.steps_taken, ['menu', 'vm']);
+});

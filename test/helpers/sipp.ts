@@ -26,7 +26,9 @@ export interface SippRun {
 }
 
 export async function runSipp(options: {
-  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options';
+  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold';
+  /** SIP over UDP (default) or TCP. */
+  transport?: 'udp' | 'tcp';
   sipPort: number;
   /** The number dialed (the Request-URI user). */
   dialed: string;
@@ -77,6 +79,8 @@ export async function runSipp(options: {
       '-error_file',
       errors,
       '-nostdin',
+      '-t',
+      options.transport === 'tcp' ? 't1' : 'u1',
       `127.0.0.1:${options.sipPort}`,
     ];
     const child = spawn('sipp', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
