@@ -433,6 +433,9 @@ export class InboundCalls {
   }
 
   private async handle(request: IncomingInviteRequest, source: Source): Promise<void> {
+    // 100 Trying at once (RFC 3261 17.2.1): the lookups below take longer than the 200 ms a carrier waits before
+    // it retransmits, and under load every retransmission is parsed again.
+    request.trying();
     let cancelled = false;
     request.delegate = { onCancel: () => (cancelled = true) };
     const carrier = await this.options.carriers.carrierFor(source.address);

@@ -119,10 +119,16 @@ export class CarrierDirectory {
     return this.matchers.map((matcher) => matcher.carrier);
   }
 
+  /** A carrier by name; one not in the list read so far is looked for again in the database at once. */
   async byName(name: string): Promise<Carrier | undefined> {
     const find = () => this.matchers.find((matcher) => matcher.carrier.name === name)?.carrier;
     await this.fresh();
-    return find() ?? ((await this.fresh(missReloadMs)) ? find() : undefined);
+    const found = find();
+    if (found !== undefined) return found;
+    // A load under way may have read the table before the carrier was added: wait for it, then read again.
+    await this.loading;
+    await this.load();
+    return find();
   }
 
   async carrierFor(address: string): Promise<Carrier | undefined> {
