@@ -16,7 +16,6 @@ import dgram from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import {
-  Grammar,
   type IncomingRequestMessage,
   type IncomingResponseMessage,
   type Logger,
@@ -45,19 +44,28 @@ export interface TransportEvents {
   sent(kind: string): void;
 }
 
+/**
+ * The host and port of a SIP URI (`sip:user@host:port;params`, IPv6 in brackets). A plain pattern rather than
+ * sip.js's grammar: its generated parser rebuilds its tables on every call, and this runs for every message sent.
+ */
+const uriHostPort = /^sips?:(?:[^@>]*@)?(\[[^\]]+\]|[^:;?>\s]+)(?::(\d{1,5}))?/i;
+
 /** Where a request goes: the first Route (loose routing) or the Request-URI. */
-function requestTarget(raw: string): { host: string; port: number | undefined } | undefined {
+export function requestTarget(raw: string): { host: string; port: number | undefined } | undefined {
   const lines = raw.split('\r\n');
   const route = lines.find((line) => /^route\s*:/i.test(line));
   const uriText = route !== undefined ? /<([^>]+)>/.exec(route)?.[1] : lines[0]?.split(' ')[1];
   if (uriText === undefined) return undefined;
-  const uri = Grammar.URIParse(uriText);
-  if (uri === undefined) return undefined;
-  return { host: uri.host, port: uri.port };
+  const match = uriHostPort.exec(uriText);
+  if (match === null) return undefined;
+  return {
+    host: (match[1] as string).replace(/^\[|\]$/g, ''),
+    port: match[2] === undefined ? undefined : Number(match[2]),
+  };
 }
 
 /** Where a response goes: the top Via's received/rport, else its sent-by (RFC 3261 18.2.2, RFC 3581). */
-function responseTarget(raw: string): { host: string; port: number } | undefined {
+export function responseTarget(raw: string): { host: string; port: number } | undefined {
   const via = raw.split('\r\n').find((line) => /^(via|v)\s*:/i.test(line));
   if (via === undefined) return undefined;
   const value =
@@ -95,11 +103,11 @@ export function prepareInboundRequest(raw: string, source: Source, ownUser: stri
   if (!/;\s*received=/i.test(top)) top = `${top.trimEnd()};received=${source.address}`;
   values[0] = top;
   lines[viaIndex] = `${via.slice(0, colon + 1)}${values.join(',')}`;
-  const uri = Grammar.URIParse(requestLine[1] as string);
-  if (uri !== undefined && uri.user !== ownUser) {
-    lines.push(`${dialedHeader}: ${uri.user ?? ''}`);
-    uri.user = ownUser;
-    requestLine[1] = uri.toString();
+  // The user part, found by pattern (see uriHostPort): in-dialog requests name the engine's own user already.
+  const user = /^(sips?:)([^@;?>]*)@/i.exec(requestLine[1] as string);
+  if (user !== null && user[2] !== ownUser) {
+    lines.push(`${dialedHeader}: ${user[2]}`);
+    requestLine[1] = `${user[1]}${ownUser}@${(requestLine[1] as string).slice(user[0].length)}`;
     lines[0] = requestLine.join(' ');
   }
   return lines.join('\r\n') + rest;
