@@ -76,7 +76,13 @@ export const settings: readonly Setting[] = [
     meaning: 'Address the engine takes SIP on (UDP and TCP) and names in its URIs.',
   },
   { name: 'SIP_PORT', default: '5060', meaning: 'SIP port of the engine, UDP and TCP (0: one the system picks).' },
-  { name: 'RTP_HOST', default: '(SIP_HOST)', meaning: 'Address the engine receives RTP on and puts in its SDP.' },
+  {
+    name: 'ADVERTISED_HOST',
+    default: '(SIP_HOST)',
+    meaning:
+      'Address carriers reach the engine at, put in its SIP URIs and SDP (the node or load balancer address). Required when SIP_HOST is 0.0.0.0 or ::.',
+  },
+  { name: 'RTP_HOST', default: '(SIP_HOST)', meaning: 'Address the engine receives RTP on (bind address).' },
   { name: 'RTP_PORT_MIN', default: '20000', meaning: 'Lowest RTP port (one per call leg).' },
   { name: 'RTP_PORT_MAX', default: '20999', meaning: 'Highest RTP port.' },
   {
@@ -132,7 +138,8 @@ export interface Config {
   webhookConcurrency: number;
   /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
   resourceNamespace: string;
-  sip: { host: string; port: number };
+  /** `host` is bound; `advertisedHost` goes in URIs, Via and SDP. */
+  sip: { host: string; port: number; advertisedHost: string };
   rtp: { host: string; portMin: number; portMax: number };
   ttsCommand: string;
   /** ENGINE_ID, when set. */
@@ -153,6 +160,19 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+const wildcard = (host: string) => host === '0.0.0.0' || host === '::' || host === '[::]';
+
+function sipSettings(env: Env): Config['sip'] {
+  const host = text(env, 'SIP_HOST') ?? '127.0.0.1';
+  const advertisedHost = text(env, 'ADVERTISED_HOST') ?? host;
+  if (wildcard(advertisedHost)) {
+    throw new ConfigError(
+      `ADVERTISED_HOST must name the address carriers reach the engine at when SIP_HOST is ${host} (a wildcard)`,
+    );
+  }
+  return { host, port: integer(env, 'SIP_PORT', 5060, 0, 65535), advertisedHost };
 }
 
 function rtpSettings(env: Env): Config['rtp'] {
@@ -227,7 +247,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
-    sip: { host: text(env, 'SIP_HOST') ?? '127.0.0.1', port: integer(env, 'SIP_PORT', 5060, 0, 65535) },
+    sip: sipSettings(env),
     rtp: rtpSettings(env),
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
     engineId: text(env, 'ENGINE_ID'),

@@ -45,6 +45,7 @@ export async function startCallEngine(options: {
   const ready: { calls?: InboundCalls } = {};
   const sip = new SipEndpoint({
     host: config.sip.host,
+    advertisedHost: config.sip.advertisedHost,
     port: config.sip.port,
     onInvite: (request, core, source) => {
       if (ready.calls === undefined) request.reject({ statusCode: 503 });
@@ -67,6 +68,10 @@ export async function startCallEngine(options: {
     carriers: new CarrierDirectory(pool),
     ports: new PortPool(config.rtp.portMin, config.rtp.portMax),
     rtpHost: config.rtp.host,
+    // SDP names the RTP address itself, or the advertised one when RTP binds a wildcard.
+    rtpAdvertisedHost: ['0.0.0.0', '::', '[::]'].includes(config.rtp.host)
+      ? config.sip.advertisedHost
+      : config.rtp.host,
     prompts: new Prompts({
       cacheDir: path.join(config.dataDir, 'prompts'),
       ttsCommand: config.ttsCommand,
@@ -96,7 +101,10 @@ export async function startCallEngine(options: {
     (message) => log.warn({}, message),
   );
   await control.start();
-  log.info({ sip: `${config.sip.host}:${sipPort}`, owner }, 'call engine listening');
+  log.info(
+    { sip: `${config.sip.host}:${sipPort}`, advertised: `${config.sip.advertisedHost}:${sipPort}`, owner },
+    'call engine listening',
+  );
   return {
     sipPort,
     owner,

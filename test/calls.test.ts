@@ -10,6 +10,7 @@ import dgram from 'node:dgram';
 import { readFile } from 'node:fs/promises';
 import test, { type ExecutionContext } from 'ava';
 import { decodeWav } from '../engine/media/wav.ts';
+import { loadConfig } from '../core/config.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { runCli } from './helpers/cli.ts';
 import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
@@ -452,4 +453,44 @@ test('a menu: an unlisted key counts as a retry (the prompt plays again and a li
     [other.id],
   );
   t.deepEqual(otherSteps.rows[0]?.steps_taken, ['menu', 'vm']);
+});
+
+test('an engine bound to 0.0.0.0 names ADVERTISED_HOST in its URIs and SDP; without it the setting is refused', async (t) => {
+  t.throws(() => loadConfig({ SIP_HOST: '0.0.0.0' }), { message: /ADVERTISED_HOST/ });
+  // Its own RTP range: a wildcard bind would take ports the other engine (on 127.0.0.1) also hands out.
+  const wide = await startService(
+    { SIP_HOST: '0.0.0.0', ADVERTISED_HOST: '127.0.0.1', RTP_PORT_MIN: '21000', RTP_PORT_MAX: '21999' },
+    ['api', 'engine'],
+  );
+  try {
+    await wide.pool.query(
+      `INSERT INTO carriers (name, address, port, transport) VALUES ('sipp', '127.0.0.1', 5060, 'udp')`,
+    );
+    const setup = await workspaceWithUser(wide);
+    const api = (method: string, path: string, body?: unknown) =>
+      wide.request(method, `/api/v1${path}`, { auth: setup.apiKey, workspaceId: setup.workspace.id, body });
+    const e164 = `+1630${randomInt(1_000_000, 9_999_999)}`;
+    await importNumbers(wide.pool, 'sipp', [e164], ['voice']);
+    const number = await api('POST', '/numbers', { e164 });
+    const plan = await api('POST', '/routing-plans', {
+      name: 'Wide',
+      definition: { entry: 'bye', steps: { bye: hangup } },
+      publish: true,
+    });
+    await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
+    // sipp sends its ACK and waits for the BYE at the Contact and SDP the engine gave: 0.0.0.0 there would fail.
+    const checks =
+      '<action><ereg regexp="Contact: *&lt;sip:switchboard@127[.]0[.]0[.]1:" search_in="msg" check_it="true" assign_to="contact"/>' +
+      '<ereg regexp="c=IN IP4 127[.]0[.]0[.]1" search_in="body" check_it="true" assign_to="sdp"/>' +
+      '<log message="answered by [$contact] with [$sdp]"/></action>';
+    const run = await runSipp({
+      scenario: 'answered',
+      sipPort: wide.sipPort as number,
+      dialed: e164.slice(1),
+      replacements: { ON_ANSWER: checks },
+    });
+    t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  } finally {
+    await wide.close();
+  }
 });

@@ -44,8 +44,10 @@ export interface InboundOptions {
   sip: SipEndpoint;
   carriers: CarrierDirectory;
   ports: PortPool;
-  /** The address put in our SDP (RTP_HOST). */
+  /** The address RTP sockets bind (RTP_HOST). */
   rtpHost: string;
+  /** The address put in our SDP. */
+  rtpAdvertisedHost: string;
   prompts: Prompts;
   /** This engine's id (calls.engine_owner). */
   owner: string;
@@ -272,7 +274,7 @@ class ActiveCall implements CallControl {
       {
         contentDisposition: 'session',
         contentType: 'application/sdp',
-        content: offerSdp({ address: options.rtpHost, port: leg.localPort }),
+        content: offerSdp({ address: options.rtpAdvertisedHost, port: leg.localPort }),
       },
     );
     const legId = await addLeg(options.pool, this.row.id, {
@@ -465,7 +467,7 @@ export class InboundCalls {
     }
     let answered: ReturnType<typeof answerSdp>;
     try {
-      answered = answerSdp(offer, { address: this.options.rtpHost, port: media.localPort });
+      answered = answerSdp(offer, { address: this.options.rtpAdvertisedHost, port: media.localPort });
     } catch (error) {
       media.close();
       notAcceptable(request, error);
@@ -519,7 +521,7 @@ export class InboundCalls {
         // A re-INVITE (hold, resume, a new address): answer with the same media, following the new offer.
         try {
           const next = parseSdp(reinvite.message.body);
-          const again = answerSdp(next, { address: this.options.rtpHost, port: media.localPort });
+          const again = answerSdp(next, { address: this.options.rtpAdvertisedHost, port: media.localPort });
           media.setRemote(again.remote);
           reinvite.accept({
             statusCode: 200,

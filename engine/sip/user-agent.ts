@@ -27,7 +27,10 @@ import {
 export const engineUser = 'switchboard';
 
 export interface SipEndpointOptions {
+  /** The address bound (may be a wildcard). */
   host: string;
+  /** The address named in URIs and Via (never a wildcard). */
+  advertisedHost: string;
   port: number;
   onInvite(request: IncomingInviteRequest, core: UserAgentCore, source: Source): void;
   /** Every message in or out, for the metrics: direction, method or status code. */
@@ -88,7 +91,7 @@ export class SipEndpoint {
 
   /** The address the engine names in its URIs. */
   get host(): string {
-    return this.options.host;
+    return this.options.advertisedHost;
   }
 
   constructor(private readonly options: SipEndpointOptions) {
@@ -137,8 +140,9 @@ export class SipEndpoint {
       const source = this.sources.get(request.message) ?? { protocol: 'udp' as const, address: '', port: 0 };
       this.options.onInvite(request, core, source);
     };
-    this.udpCore = makeCore(this.udp, host, this.port, 'udp', invite);
-    this.tcpCore = makeCore(this.tcp, host, this.port, 'tcp', invite);
+    const advertised = this.options.advertisedHost;
+    this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite);
+    this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite);
     return this.port;
   }
 

@@ -1,6 +1,6 @@
 /**
  * sipp (Debian's sip-tester) as the carrier: runs a scenario of test/sipp/ against an engine, with the scenario's
- * placeholders (MEDIA, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
+ * placeholders (MEDIA, ON_ANSWER, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
  * call of the run followed the scenario.
  */
 import { spawn } from 'node:child_process';
@@ -43,10 +43,13 @@ export async function runSipp(options: {
   timeoutSeconds?: number;
 }): Promise<SippRun> {
   const template = await readFile(fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url)), 'utf8');
-  const filled = Object.entries({ MEDIA: '', HOLD_MS: '1000', STATUS: '404', ...options.replacements }).reduce(
-    (text, [name, value]) => text.replaceAll(name, value),
-    template,
-  );
+  const filled = Object.entries({
+    MEDIA: '',
+    ON_ANSWER: '',
+    HOLD_MS: '1000',
+    STATUS: '404',
+    ...options.replacements,
+  }).reduce((text, [name, value]) => text.replaceAll(name, value), template);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-'));
   try {
     const scenario = path.join(dir, 'scenario.xml');
