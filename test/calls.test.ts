@@ -269,12 +269,13 @@ test('voicemail records the audio the caller plays: a WAV of the right length wi
     entry: 'vm',
     steps: { vm: { type: 'voicemail', greeting: { tts: 'Hi.' } } },
   });
-  // sipp waits for the greeting and the beep, plays its 7-second g711a.pcap, and hangs up 9 s later.
+  // sipp waits 6 s for the greeting and the beep (text-to-speech on a cold cache, under load), plays its 7-second
+  // g711a.pcap, and hangs up 9 s after starting it.
   const run = await runSipp({
     scenario: 'caller-hangs-up',
     sipPort,
     dialed: e164.slice(1),
-    replacements: { MEDIA: `<pause milliseconds="2500"/>${playPcap(audioPcap)}`, HOLD_MS: '9000' },
+    replacements: { MEDIA: `<pause milliseconds="6000"/>${playPcap(audioPcap)}`, HOLD_MS: '9000' },
   });
   t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
   const { id, events } = await endedCall(e164, 'voicemail.ready');
