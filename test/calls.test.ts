@@ -330,7 +330,7 @@ test('forward to a far end that answers: bridged, media both ways, call.connecte
     scenario: 'caller-hangs-up',
     sipPort,
     dialed: e164.slice(1),
-    replacements: { MEDIA: playPcap(audioPcap), HOLD_MS: '8000' },
+    replacements: { MEDIA: `<pause milliseconds="1500"/>${playPcap(audioPcap)}`, HOLD_MS: '8000' },
   });
   t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
   const farEnd = await far.finished;
