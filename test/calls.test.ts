@@ -14,7 +14,7 @@ import { loadConfig } from '../core/config.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { runCli } from './helpers/cli.ts';
 import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
-import { freePort } from './helpers/free-port.ts';
+import { freeUdpPort } from './helpers/free-port.ts';
 import { audioPcap, dtmfPcap, playPcap, runSipp, startSippServer } from './helpers/sipp.ts';
 
 let service: TestService;
@@ -323,8 +323,8 @@ async function numberForwardingTo(t: ExecutionContext, port: number, timeoutSecs
 }
 
 test('forward to a far end that answers: bridged, media both ways, call.connected', async (t) => {
-  const port = await freePort();
-  const far = startSippServer({ scenario: 'uas', port, mediaPort: await freePort() });
+  const port = await freeUdpPort();
+  const far = startSippServer({ scenario: 'uas', port, mediaPort: await freeUdpPort() });
   const e164 = await numberForwardingTo(t, port, 20);
   const run = await runSipp({
     scenario: 'caller-hangs-up',
@@ -354,8 +354,8 @@ test('forward to a far end that answers: bridged, media both ways, call.connecte
 });
 
 test('forward to a far end that never answers: CANCEL after timeoutSecs, then next', async (t) => {
-  const port = await freePort();
-  const far = startSippServer({ scenario: 'uas-no-answer', port, mediaPort: await freePort() });
+  const port = await freeUdpPort();
+  const far = startSippServer({ scenario: 'uas-no-answer', port, mediaPort: await freeUdpPort() });
   const e164 = await numberForwardingTo(t, port, 5);
   const started = Date.now();
   const run = await runSipp({ scenario: 'answered', sipPort, dialed: e164.slice(1) });

@@ -490,17 +490,18 @@ export class InboundCalls {
       sipCallId: request.message.callId,
     });
     this.options.metrics.started.inc();
-    if (cancelled) {
-      media.close();
-      await endCall(this.options.pool, row.id, 'caller_cancelled');
-      this.options.metrics.ended('caller_cancelled');
-      return;
-    }
     const callerLeg = await addLeg(this.options.pool, row.id, {
       role: 'caller',
       remote: `${source.address}:${source.port} via ${carrier.name}`,
       sipCallId: request.message.callId,
     });
+    if (cancelled) {
+      // CANCEL came while the records were written: the core has answered 487; the call ends unanswered.
+      media.close();
+      await endCall(this.options.pool, row.id, 'caller_cancelled');
+      this.options.metrics.ended('caller_cancelled');
+      return;
+    }
     const response = request.accept({
       statusCode: 200,
       body: { contentDisposition: 'session', contentType: 'application/sdp', content: answered.sdp },
@@ -508,8 +509,8 @@ export class InboundCalls {
     media.setRemote(answered.remote);
     // Listening for keys from the first packet on: a caller may press one right after the ACK.
     const taken: string[] = [];
+    // From the 200 on, nothing waits until the session hears the caller: a BYE may come right after the ACK.
     const call = new ActiveCall(row, target.carrier, callerLeg, taken, response.session, media, this);
-    await setLegState(this.options.pool, callerLeg, 'answered');
     this.calls.set(row.id, call);
     this.options.metrics.active.set(this.calls.size);
     response.session.delegate = {
@@ -532,6 +533,7 @@ export class InboundCalls {
         }
       },
     };
+    await setLegState(this.options.pool, callerLeg, 'answered');
     const state: CallState = 'routing';
     await changeState(this.options.pool, row.id, state, { answered: true });
     await runPlan(

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './free-port.ts';
+import { freeUdpPort } from './free-port.ts';
 
 export const dtmfPcap = (digit: string) => `/usr/share/sip-tester/dtmf_2833_${digit}.pcap`;
 export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
@@ -65,14 +65,13 @@ export async function runSipp(options: {
       String(options.rate ?? 10),
       '-l',
       String(options.limit ?? options.calls ?? 1),
+      // No -p: sipp takes a local port the system picks (no race with other tests).
       '-i',
       localIp,
-      '-p',
-      String(await freePort()),
       '-mi',
       localIp,
       '-mp',
-      String(await freePort()),
+      String(await freeUdpPort()),
       '-s',
       options.dialed,
       '-timeout',
