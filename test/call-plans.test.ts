@@ -14,11 +14,10 @@ import { Writable } from 'node:stream';
 import test, { type ExecutionContext } from 'ava';
 import { startCall } from '../core/calls/calls.ts';
 import { loadConfig } from '../core/config.ts';
-import { importNumbers } from '../core/numbers/numbers.ts';
 import { startRoles } from '../core/roles.ts';
 import { splitBranch } from '../engine/calls/runner.ts';
-import { runCli } from './helpers/cli.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { startService, type TestService } from './helpers/service.ts';
+import { addSippCarrier, numberRunning as lineRunning, workspaceApi } from './helpers/phone-lines.ts';
 import { runSipp, type SippRun } from './helpers/sipp.ts';
 import { Receiver } from './helpers/webhook-receiver.ts';
 
@@ -29,72 +28,16 @@ test.before(async () => {
   // The webhook receiver listens on 127.0.0.1.
   service = await startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, ['api', 'engine']);
   sipPort = service.sipPort as number;
-  // sipp sends from 127.0.0.1: the carrier.
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    'sipp',
-    '--address',
-    '127.0.0.1',
-    '--port',
-    '5060',
-    '--transport',
-    'udp',
-  ]);
-  if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
+  await addSippCarrier(service);
 });
 
 test.after.always(async () => {
   await service?.close();
 });
 
-type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
-
-interface Line {
-  e164: string;
-  planId: string;
-  applicationId: string;
-  apiKey: string;
-  workspaceId: string;
-  api: Api;
-}
-
-/** A fresh workspace (and application) with its API bound to it. */
-async function workspace() {
-  const setup = await workspaceWithUser(service);
-  const api: Api = (method, path, body) =>
-    service.request(method, `/api/v1${path}`, {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      ...(body === undefined ? {} : { body }),
-    });
-  return { setup, api };
-}
-
-/** A number of the workspace running `definition` (published, assigned). */
-async function numberRunning(
-  t: ExecutionContext,
-  definition: unknown,
-  existing?: Awaited<ReturnType<typeof workspace>>,
-): Promise<Line> {
-  const { setup, api } = existing ?? (await workspace());
-  const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
-  await importNumbers(service.pool, 'sipp', [e164], ['voice']);
-  const number = await api('POST', '/numbers', { e164 });
-  t.is(number.status, 201, number.text);
-  const plan = await api('POST', '/routing-plans', { name: 'Test plan', definition, publish: true });
-  t.is(plan.status, 201, plan.text);
-  const assigned = await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
-  t.is(assigned.status, 200, assigned.text);
-  return {
-    e164,
-    planId: plan.body.id,
-    applicationId: setup.applicationId,
-    apiKey: setup.apiKey,
-    workspaceId: setup.workspace.id,
-    api,
-  };
-}
+const workspace = () => workspaceApi(service);
+const numberRunning = (t: ExecutionContext, definition: unknown, existing?: Awaited<ReturnType<typeof workspace>>) =>
+  lineRunning(t, service, definition, existing);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { callControlChannel } from '../core/change-notices.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { addLeg, type CallRow, changeState, endCall, type NewCall, startCall } from '../core/calls/calls.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { type Answer, startService, type TestService, workspaceWithUser, isError } from './helpers/service.ts';
 
 let service: TestService;
 
@@ -26,12 +26,6 @@ test.after.always(async () => {
 });
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
-  t.is(answer.status, status, `${label} ${answer.text}`);
-  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
-  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
-}
 
 let calls = 0;
 

@@ -11,9 +11,9 @@ import { readFile } from 'node:fs/promises';
 import test, { type ExecutionContext } from 'ava';
 import { decodeWav } from '../engine/media/wav.ts';
 import { loadConfig } from '../core/config.ts';
-import { importNumbers } from '../core/numbers/numbers.ts';
 import { runCli } from './helpers/cli.ts';
-import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { addSippCarrier, numberRunning as lineRunning } from './helpers/phone-lines.ts';
+import { startService, type TestService } from './helpers/service.ts';
 import { freeUdpPort } from './helpers/free-port.ts';
 import { audioPcap, dtmfPcap, playPcap, runSipp, startSippServer } from './helpers/sipp.ts';
 
@@ -27,18 +27,7 @@ test.before(async () => {
   service = await startService({}, ['api', 'engine']);
   sipPort = service.sipPort as number;
   // sipp sends from 127.0.0.1: the carrier (the 403 test sends from 127.0.0.2, which no carrier names).
-  const added = await cli([
-    'carriers',
-    'add',
-    'sipp',
-    '--address',
-    '127.0.0.1',
-    '--port',
-    '5060',
-    '--transport',
-    'udp',
-  ]);
-  if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
+  await addSippCarrier(service);
 });
 
 test('switchboard carriers add checks its input and keeps the password sealed', async (t) => {
@@ -84,24 +73,7 @@ test.after.always(async () => {
 });
 
 /** A workspace with a number running `definition` (published, assigned); returns the number. */
-async function numberRunning(t: ExecutionContext, definition: unknown): Promise<{ e164: string; apiKey: string }> {
-  const setup = await workspaceWithUser(service);
-  const api = (method: string, path: string, body?: unknown) =>
-    service.request(method, `/api/v1${path}`, {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      ...(body === undefined ? {} : { body }),
-    });
-  const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
-  await importNumbers(service.pool, 'sipp', [e164], ['voice']);
-  const number = await api('POST', '/numbers', { e164 });
-  t.is(number.status, 201, number.text);
-  const plan = await api('POST', '/routing-plans', { name: 'Test plan', definition, publish: true });
-  t.is(plan.status, 201, plan.text);
-  const assigned = await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
-  t.is(assigned.status, 200, assigned.text);
-  return { e164, apiKey: setup.apiKey };
-}
+const numberRunning = (t: ExecutionContext, definition: unknown) => lineRunning(t, service, definition);
 
 interface CallEvent {
   type: string;
@@ -391,22 +363,25 @@ test('hold and resume (re-INVITE): answered recvonly, then sendrecv; the call go
   t.like(events.find((event) => event.type === 'call.ended')?.payload, { call: { endReason: 'caller_hangup' } });
 });
 
-test('a menu: an unlisted key counts as a retry (the prompt plays again and a listed key still works)', async (t) => {
-  const { e164 } = await numberRunning(t, {
-    entry: 'menu',
-    steps: {
-      menu: {
-        type: 'menu',
-        prompt: { tts: 'Press one.' },
-        options: { '1': 'one' },
-        noInput: 'vm',
-        timeoutSecs: 4,
-        maxRetries: 1,
-      },
-      one: { type: 'hangup', message: null },
-      vm: { type: 'voicemail', greeting: null },
+/** A menu where 1 hangs up and no (listed) key goes to voicemail, allowing `maxRetries` retries. */
+const pressOne = (maxRetries: number) => ({
+  entry: 'menu',
+  steps: {
+    menu: {
+      type: 'menu',
+      prompt: { tts: 'Press one.' },
+      options: { '1': 'one' },
+      noInput: 'vm',
+      timeoutSecs: 4,
+      maxRetries,
     },
-  });
+    one: { type: 'hangup', message: null },
+    vm: { type: 'voicemail', greeting: null },
+  },
+});
+
+test('a menu: an unlisted key counts as a retry (the prompt plays again and a listed key still works)', async (t) => {
+  const { e164 } = await numberRunning(t, pressOne(1));
   // 2 (not listed), then 1 on the retry: the engine hangs up from `one`. Without the retry the call would go to
   // voicemail and never get the engine's BYE.
   const run = await runSipp({
@@ -423,21 +398,7 @@ test('a menu: an unlisted key counts as a retry (the prompt plays again and a li
   t.deepEqual(steps.rows[0]?.steps_taken, ['menu', 'one']);
 
   // The same keys with no retry allowed: the unlisted 2 used the only attempt, so the call goes to noInput.
-  const noRetry = await numberRunning(t, {
-    entry: 'menu',
-    steps: {
-      menu: {
-        type: 'menu',
-        prompt: { tts: 'Press one.' },
-        options: { '1': 'one' },
-        noInput: 'vm',
-        timeoutSecs: 4,
-        maxRetries: 0,
-      },
-      one: { type: 'hangup', message: null },
-      vm: { type: 'voicemail', greeting: null },
-    },
-  });
+  const noRetry = await numberRunning(t, pressOne(0));
   const second = await runSipp({
     scenario: 'caller-hangs-up',
     sipPort,
@@ -464,21 +425,8 @@ test('an engine bound to 0.0.0.0 names ADVERTISED_HOST in its URIs and SDP; with
     ['api', 'engine'],
   );
   try {
-    await wide.pool.query(
-      `INSERT INTO carriers (name, address, port, transport) VALUES ('sipp', '127.0.0.1', 5060, 'udp')`,
-    );
-    const setup = await workspaceWithUser(wide);
-    const api = (method: string, path: string, body?: unknown) =>
-      wide.request(method, `/api/v1${path}`, { auth: setup.apiKey, workspaceId: setup.workspace.id, body });
-    const e164 = `+1630${randomInt(1_000_000, 9_999_999)}`;
-    await importNumbers(wide.pool, 'sipp', [e164], ['voice']);
-    const number = await api('POST', '/numbers', { e164 });
-    const plan = await api('POST', '/routing-plans', {
-      name: 'Wide',
-      definition: { entry: 'bye', steps: { bye: hangup } },
-      publish: true,
-    });
-    await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
+    await addSippCarrier(wide);
+    const { e164 } = await lineRunning(t, wide, { entry: 'bye', steps: { bye: hangup } });
     // sipp sends its ACK and waits for the BYE at the Contact and SDP the engine gave: 0.0.0.0 there would fail.
     const checks =
       '<action><ereg regexp="Contact: *&lt;sip:switchboard@127[.]0[.]0[.]1:" search_in="msg" check_it="true" assign_to="contact"/>' +

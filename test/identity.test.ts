@@ -17,7 +17,7 @@ import { resetLegacySecret } from '../core/identity/applications.ts';
 import { createMember } from '../core/identity/members.ts';
 import { defaultKeyScopes, type Scope } from '../core/scopes.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { type Answer, startService, type TestService, workspaceWithUser, isError } from './helpers/service.ts';
 
 const audience = 'switchboard-test-audience';
 const loginKid = 'login-key-1';
@@ -58,12 +58,6 @@ test.after.always(async () => {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string) {
-  t.is(answer.status, status, answer.text);
-  t.is(answer.body?.error?.code, code, answer.text);
-  t.is(typeof answer.body?.error?.message, 'string', answer.text);
-}
 
 async function createWorkspace(apiKey: string, externalWorkspaceId = `ws-${randomUUID()}`, timezone = 'UTC') {
   const answer = await service.request('POST', '/api/v1/workspaces', {

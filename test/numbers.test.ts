@@ -9,7 +9,7 @@ import { randomInt } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { runCli } from './helpers/cli.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { isError, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
 
@@ -20,12 +20,6 @@ test.before(async () => {
 test.after.always(async () => {
   await service?.close();
 });
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
-  t.is(answer.status, status, `${label} ${answer.text}`);
-  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
-  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
-}
 
 /** `count` numbers that share a random 7-digit stem of their own: `+1 <area> <stem><n>` */
 function freshNumbers(count: number, area = '415') {

@@ -21,6 +21,7 @@ import {
   startService,
   type TestService,
   workspaceWithUser,
+  isError,
 } from './helpers/service.ts';
 
 let service: TestService;
@@ -73,12 +74,6 @@ function call(who: Tenant, method: string, path: string, body?: unknown, options
     ...(body === undefined ? {} : { body }),
     ...options,
   });
-}
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
-  t.is(answer.status, status, `${label} ${answer.text}`);
-  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
-  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
 }
 
 /** 400 `invalid_request` whose message names the field (`pattern`). */

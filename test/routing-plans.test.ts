@@ -11,7 +11,7 @@ import { randomInt } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import { createMember } from '../core/identity/members.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { type Answer, startService, type TestService, workspaceWithUser, isError } from './helpers/service.ts';
 
 let service: TestService;
 
@@ -22,12 +22,6 @@ test.before(async () => {
 test.after.always(async () => {
   await service?.close();
 });
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
-  t.is(answer.status, status, `${label} ${answer.text}`);
-  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
-  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
-}
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 

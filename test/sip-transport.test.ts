@@ -89,3 +89,12 @@ test('a TCP stream splits into messages by Content-Length, across chunks; an end
     'oversize',
   );
 });
+
+test('a dialed-number header sent by the peer is dropped; only the one the transport writes remains', (t) => {
+  const spoofed = `INVITE sip:+14155550100@h SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK3\r\n${dialedHeader}: +19005550000\r\n\r\n`;
+  const prepared = prepareInboundRequest(spoofed, source, 'switchboard') as string;
+  t.false(prepared.includes('+19005550000'));
+  t.true(prepared.includes(`${dialedHeader}: +14155550100`));
+  const toEngine = `INVITE sip:switchboard@h SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK4\r\n${dialedHeader}: +19005550000\r\n\r\n`;
+  t.false((prepareInboundRequest(toEngine, source, 'switchboard') as string).includes(dialedHeader));
+});

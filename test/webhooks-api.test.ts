@@ -7,7 +7,7 @@
  * application, so tests run concurrently without seeing each other's data.
  */
 import { randomUUID } from 'node:crypto';
-import test, { type ExecutionContext } from 'ava';
+import test from 'ava';
 import type pg from 'pg';
 import { appendEvent } from '../core/events/outbox.ts';
 import { eventTypes } from '../core/events/types.ts';
@@ -15,7 +15,7 @@ import { loadSigningKeys } from '../core/service-secret.ts';
 import { isPublicAddress } from '../core/webhooks/address.ts';
 import { openSecret } from '../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../core/webhooks/url.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { isError, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
 let permissive: TestService;
@@ -33,12 +33,6 @@ test.after.always(async () => {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
-
-function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
-  t.is(answer.status, status, `${label} ${answer.text}`);
-  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
-  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
-}
 
 let hosts = 0;
 function hookUrl() {

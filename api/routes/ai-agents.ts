@@ -5,11 +5,12 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { notFound } from '../../core/errors.ts';
+
 import { aiProviders } from '../../core/routing/definition.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { sealSecret } from '../../core/webhooks/secrets.ts';
 import { ListQuery, listPage } from '../pagination.ts';
+import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -64,6 +65,8 @@ interface AgentRow {
 
 const columns = `id, workspace_id, name, provider, connection, api_key, minute_cap, seconds_used, created_at, updated_at,
   created_at::text AS cursor_ts`;
+
+const agentTable = { table: 'ai_agents', columns, name: 'AI agent' };
 
 function agentJson(row: AgentRow) {
   return {
@@ -139,12 +142,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: AiAgent } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<AgentRow>(
-        `SELECT ${columns} FROM ai_agents WHERE id = $1 AND workspace_id = $2`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('AI agent');
+      const row = await workspaceRow<AgentRow>(context.db, agentTable, context.params.id as string, workspace.id);
       return { status: 200, body: agentJson(row) };
     },
   });
@@ -167,12 +165,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const locked = await db.query<AgentRow>(
-        `SELECT ${columns} FROM ai_agents WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [context.params.id, workspace.id],
-      );
-      const current = locked.rows[0];
-      if (current === undefined) throw notFound('AI agent');
+      const current = await workspaceRow<AgentRow>(db, agentTable, context.params.id as string, workspace.id, true);
       // A plan's ai_answer step names the provider too: changing it under a plan that uses the agent would break it.
       if (body.provider !== undefined && body.provider !== current.provider) {
         await refuseWhenUsed(db, 'AI agent', current.id);
@@ -200,12 +193,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const locked = await db.query<AgentRow>(
-        `SELECT ${columns} FROM ai_agents WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [context.params.id, workspace.id],
-      );
-      const row = locked.rows[0];
-      if (row === undefined) throw notFound('AI agent');
+      const row = await workspaceRow<AgentRow>(db, agentTable, context.params.id as string, workspace.id, true);
       await refuseWhenUsed(db, 'AI agent', row.id);
       await db.query('DELETE FROM ai_agents WHERE id = $1', [row.id]);
       return { status: 200, body: agentJson(row) };

@@ -5,11 +5,11 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { Queryable } from '../../core/database.ts';
-import { ApiError, notFound } from '../../core/errors.ts';
+import { ApiError } from '../../core/errors.ts';
 import { EmergencyAddressSchema, emergencyAddressProblems } from '../../core/numbers/emergency-address.ts';
 import { capabilities, type NumberRow, numberColumns, numberJson, numberUpdated } from '../../core/numbers/numbers.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
+import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -62,18 +62,7 @@ const SearchQuery = Type.Object(
   { additionalProperties: false },
 );
 
-function lockedNumber(context: { db: Queryable }, id: string, workspaceId: string) {
-  return context.db
-    .query<NumberRow>(`SELECT ${numberColumns} FROM phone_numbers WHERE id = $1 AND workspace_id = $2 FOR UPDATE`, [
-      id,
-      workspaceId,
-    ])
-    .then((result) => {
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('number');
-      return row;
-    });
-}
+const numberTable = { table: 'phone_numbers', columns: numberColumns, name: 'number' };
 
 export function numberRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'searchAvailableNumbers', {
@@ -174,12 +163,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: PhoneNumber } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<NumberRow>(
-        `SELECT ${numberColumns} FROM phone_numbers WHERE id = $1 AND workspace_id = $2`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('number');
+      const row = await workspaceRow<NumberRow>(context.db, numberTable, context.params.id as string, workspace.id);
       return { status: 200, body: numberJson(row) };
     },
   });
@@ -211,7 +195,13 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body } = context;
-      const current = await lockedNumber(context, context.params.id as string, workspace.id);
+      const current = await workspaceRow<NumberRow>(
+        context.db,
+        numberTable,
+        context.params.id as string,
+        workspace.id,
+        true,
+      );
       if (body.emergencyAddress) {
         const problems = emergencyAddressProblems(body.emergencyAddress, current.region);
         if (problems.length > 0) {
@@ -272,7 +262,13 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const current = await lockedNumber(context, context.params.id as string, workspace.id);
+      const current = await workspaceRow<NumberRow>(
+        context.db,
+        numberTable,
+        context.params.id as string,
+        workspace.id,
+        true,
+      );
       if (current.routing_plan_id !== null) {
         throw new ApiError(
           'in_use',

@@ -10,6 +10,7 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { ListQuery, listPage } from '../pagination.ts';
+import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -59,6 +60,8 @@ interface QueueRow {
 
 const columns =
   'id, workspace_id, name, strategy, wrap_up_secs, member_ids, created_at, updated_at, created_at::text AS cursor_ts';
+
+const queueTable = { table: 'queues', columns, name: 'queue' };
 
 function queueJson(row: QueueRow) {
   return {
@@ -163,12 +166,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: Queue } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<QueueRow>(
-        `SELECT ${columns} FROM queues WHERE id = $1 AND workspace_id = $2`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('queue');
+      const row = await workspaceRow<QueueRow>(context.db, queueTable, context.params.id as string, workspace.id);
       return { status: 200, body: queueJson(row) };
     },
   });
@@ -212,12 +210,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { db } = context;
       // Lock first, then look for users: a save or publish holding it share-locked has committed by now.
-      const locked = await db.query<QueueRow>(
-        `SELECT ${columns} FROM queues WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [context.params.id, workspace.id],
-      );
-      const row = locked.rows[0];
-      if (row === undefined) throw notFound('queue');
+      const row = await workspaceRow<QueueRow>(db, queueTable, context.params.id as string, workspace.id, true);
       await refuseWhenUsed(db, 'queue', row.id);
       await db.query('DELETE FROM queues WHERE id = $1', [row.id]);
       await services

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { ApiError, notFound } from '../../core/errors.ts';
+import { ApiError } from '../../core/errors.ts';
 import {
   isOpenAt,
   nextChangeAfter,
@@ -17,6 +17,7 @@ import {
 } from '../../core/routing/schedule.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { ListQuery, listPage } from '../pagination.ts';
+import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -54,6 +55,8 @@ interface ScheduleRow {
 
 const columns = `id, workspace_id, name, timezone, weekly_hours, exceptions, created_at, updated_at,
   created_at::text AS cursor_ts`;
+
+const scheduleTable = { table: 'schedules', columns, name: 'schedule' };
 
 function scheduleJson(row: ScheduleRow, at = new Date()) {
   const hours = { timezone: row.timezone, weeklyHours: row.weekly_hours, exceptions: row.exceptions };
@@ -146,12 +149,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<ScheduleRow>(
-        `SELECT ${columns} FROM schedules WHERE id = $1 AND workspace_id = $2`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('schedule');
+      const row = await workspaceRow<ScheduleRow>(context.db, scheduleTable, context.params.id as string, workspace.id);
       const at = context.query.at === undefined ? new Date() : new Date(context.query.at);
       // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
       if (Number.isNaN(at.getTime())) {
@@ -178,12 +176,13 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const locked = await db.query<ScheduleRow>(
-        `SELECT ${columns} FROM schedules WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [context.params.id, workspace.id],
+      const current = await workspaceRow<ScheduleRow>(
+        db,
+        scheduleTable,
+        context.params.id as string,
+        workspace.id,
+        true,
       );
-      const current = locked.rows[0];
-      if (current === undefined) throw notFound('schedule');
       const hours: ScheduleHours = {
         timezone: body.timezone ?? current.timezone,
         weeklyHours: body.weeklyHours ?? current.weekly_hours,
@@ -212,12 +211,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const locked = await db.query<ScheduleRow>(
-        `SELECT ${columns} FROM schedules WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [context.params.id, workspace.id],
-      );
-      const row = locked.rows[0];
-      if (row === undefined) throw notFound('schedule');
+      const row = await workspaceRow<ScheduleRow>(db, scheduleTable, context.params.id as string, workspace.id, true);
       await refuseWhenUsed(db, 'schedule', row.id);
       await db.query('DELETE FROM schedules WHERE id = $1', [row.id]);
       return { status: 200, body: scheduleJson(row) };

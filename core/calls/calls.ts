@@ -61,6 +61,15 @@ async function readCall(db: Queryable, id: string, lock = false): Promise<CallRo
   return result.rows[0];
 }
 
+/** Updates the call (`set` over $1 = id and the `values` after it) and returns it as readCall would. */
+async function updateCall(db: Queryable, callId: string, set: string, values: unknown[]): Promise<CallRow> {
+  const result = await db.query<CallRow>(
+    `UPDATE calls c SET ${set} FROM workspaces w WHERE c.id = $1 AND w.id = c.workspace_id RETURNING ${callColumns}`,
+    [callId, ...values],
+  );
+  return result.rows[0] as CallRow;
+}
+
 function envelope(row: CallRow) {
   return {
     streamId: row.id,
@@ -86,10 +95,12 @@ export interface NewCall {
 /** A call at `initiated`, with `call.started`. */
 export async function startCall(pool: pg.Pool, input: NewCall): Promise<CallRow> {
   return inTransaction(pool, async (db) => {
-    const inserted = await db.query<{ id: string }>(
-      `INSERT INTO calls (application_id, workspace_id, direction, from_number, to_number, phone_number_id,
-                          routing_plan_id, routing_plan_version, state, engine_owner, sip_call_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'initiated', $9, $10) RETURNING id`,
+    const inserted = await db.query<CallRow>(
+      `WITH c AS (
+         INSERT INTO calls (application_id, workspace_id, direction, from_number, to_number, phone_number_id,
+                            routing_plan_id, routing_plan_version, state, engine_owner, sip_call_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'initiated', $9, $10) RETURNING *)
+       SELECT ${callColumns} FROM c JOIN workspaces w ON w.id = c.workspace_id`,
       [
         input.applicationId,
         input.workspaceId,
@@ -103,7 +114,7 @@ export async function startCall(pool: pg.Pool, input: NewCall): Promise<CallRow>
         input.sipCallId,
       ],
     );
-    const row = (await readCall(db, (inserted.rows[0] as { id: string }).id)) as CallRow;
+    const row = inserted.rows[0] as CallRow;
     await appendEvent(db, {
       type: 'call.started',
       ...envelope(row),
@@ -126,14 +137,14 @@ export async function changeState(
   return inTransaction(pool, async (db) => {
     const current = await readCall(db, callId, true);
     if (current === undefined || current.ended_at !== null) return undefined;
-    await db.query(
-      `UPDATE calls SET state = $2,
-              answered_at = CASE WHEN $3 THEN coalesce(answered_at, clock_timestamp()) ELSE answered_at END,
-              connected_at = CASE WHEN $4 THEN coalesce(connected_at, clock_timestamp()) ELSE connected_at END
-        WHERE id = $1`,
-      [callId, state, options.answered === true, options.connectedLeg !== undefined],
+    const row = await updateCall(
+      db,
+      callId,
+      `state = $2,
+       answered_at = CASE WHEN $3 THEN coalesce(c.answered_at, clock_timestamp()) ELSE c.answered_at END,
+       connected_at = CASE WHEN $4 THEN coalesce(c.connected_at, clock_timestamp()) ELSE c.connected_at END`,
+      [state, options.answered === true, options.connectedLeg !== undefined],
     );
-    const row = (await readCall(db, callId)) as CallRow;
     if (options.answered === true && current.answered_at === null) {
       await appendEvent(db, { type: 'call.answered', ...envelope(row), fields: { callId, call: callObject(row) } });
     }
@@ -173,17 +184,16 @@ async function endCallIn(
 ): Promise<CallRow | undefined> {
   const current = await readCall(db, callId, true);
   if (current === undefined || current.ended_at !== null) return undefined;
-  await db.query(
-    `UPDATE calls SET state = 'ended', ended_at = clock_timestamp(), end_reason = $2,
-            steps_taken = coalesce($3, steps_taken)
-      WHERE id = $1`,
-    [callId, reason.slice(0, 200), stepsTaken === undefined ? null : [...stepsTaken]],
+  const row = await updateCall(
+    db,
+    callId,
+    `state = 'ended', ended_at = clock_timestamp(), end_reason = $2, steps_taken = coalesce($3, c.steps_taken)`,
+    [reason.slice(0, 200), stepsTaken === undefined ? null : [...stepsTaken]],
   );
   await db.query(
     `UPDATE call_legs SET state = 'ended', ended_at = clock_timestamp() WHERE call_id = $1 AND ended_at IS NULL`,
     [callId],
   );
-  const row = (await readCall(db, callId)) as CallRow;
   const endedAt = (row.ended_at as Date).getTime();
   await appendEvent(db, {
     type: 'call.ended',

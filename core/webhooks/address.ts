@@ -70,3 +70,14 @@ export function describeAddress(ip: string): string {
   }
   return `${rangeWords[address.range()] ?? 'a non-public'} address`;
 }
+
+/**
+ * Why a host's resolved addresses may not be connected to (`refused: ...`), or undefined when every one is public:
+ * the SSRF rule of webhook attempts and prompt downloads alike.
+ */
+export function refusedAddresses(host: string, addresses: readonly { address: string }[]): string | undefined {
+  const refused = addresses.find((address) => !isPublicAddress(address.address));
+  if (refused === undefined) return undefined;
+  const subject = host === refused.address ? `${host} is` : `${host} resolves to ${refused.address},`;
+  return `refused: ${subject} ${describeAddress(refused.address)}`;
+}

@@ -26,15 +26,7 @@ import { WavRecorder } from '../media/recorder.ts';
 import type { CarrierDirectory } from '../sip/carriers.ts';
 import type { Source } from '../sip/transport.ts';
 import { dialedOf, engineUser, type SipEndpoint } from '../sip/user-agent.ts';
-import {
-  addLeg,
-  type CallRow,
-  type CallState,
-  changeState,
-  endCall,
-  setLegState,
-  startCall,
-} from '../../core/calls/calls.ts';
+import { addLeg, type CallRow, changeState, endCall, setLegState, startCall } from '../../core/calls/calls.ts';
 import type { CallMetrics } from './metrics.ts';
 import { type CallControl, type Prompt, runPlan } from './runner.ts';
 
@@ -534,8 +526,7 @@ export class InboundCalls {
       },
     };
     await setLegState(this.options.pool, callerLeg, 'answered');
-    const state: CallState = 'routing';
-    await changeState(this.options.pool, row.id, state, { answered: true });
+    await changeState(this.options.pool, row.id, 'routing', { answered: true });
     await runPlan(
       {
         callId: row.id,

@@ -11,7 +11,7 @@ import { lookup } from 'node:dns/promises';
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { describeAddress, isPublicAddress } from '../../core/webhooks/address.ts';
+import { refusedAddresses } from '../../core/webhooks/address.ts';
 import { signatureHeader } from '../../core/webhooks/signature.ts';
 import { pinnedLookup } from '../../core/webhooks/pinned-lookup.ts';
 
@@ -110,13 +110,8 @@ export async function attemptDelivery(delivery: DeliveryRequest, settings: Attem
     return { outcome: 'connection_error', error: `dns: ${host} does not resolve (${code})` };
   }
   if (addresses.length === 0) return { outcome: 'connection_error', error: `dns: ${host} has no address` };
-  if (!settings.allowPrivateNetworks) {
-    const refused = addresses.find((address) => !isPublicAddress(address.address));
-    if (refused !== undefined) {
-      const subject = host === refused.address ? `${host} is` : `${host} resolves to ${refused.address},`;
-      return { outcome: 'refused', error: `refused: ${subject} ${describeAddress(refused.address)}` };
-    }
-  }
+  const refused = settings.allowPrivateNetworks ? undefined : refusedAddresses(host, addresses);
+  if (refused !== undefined) return { outcome: 'refused', error: refused };
 
   const body = Buffer.from(delivery.payload, 'utf8');
   const timestamp = String(delivery.timestamp);

@@ -13,7 +13,7 @@ import { lookup } from 'node:dns/promises';
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { describeAddress, isPublicAddress } from '../../core/webhooks/address.ts';
+import { refusedAddresses } from '../../core/webhooks/address.ts';
 import { pinnedLookup } from '../../core/webhooks/pinned-lookup.ts';
 
 export class DownloadError extends Error {
@@ -49,13 +49,8 @@ async function checkedAddresses(host: string, settings: DownloadSettings, signal
     throw new DownloadError(`dns: ${host} does not resolve (${code})`);
   }
   if (addresses.length === 0) throw new DownloadError(`dns: ${host} has no address`);
-  if (!settings.allowPrivateNetworks) {
-    const refused = addresses.find((address) => !isPublicAddress(address.address));
-    if (refused !== undefined) {
-      const subject = host === refused.address ? `${host} is` : `${host} resolves to ${refused.address},`;
-      throw new DownloadError(`refused: ${subject} ${describeAddress(refused.address)}`);
-    }
-  }
+  const refused = settings.allowPrivateNetworks ? undefined : refusedAddresses(host, addresses);
+  if (refused !== undefined) throw new DownloadError(refused);
   return addresses;
 }
 

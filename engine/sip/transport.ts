@@ -24,6 +24,7 @@ import {
 } from 'sip.js/lib/core/index.js';
 
 export const dialedHeader = 'X-Switchboard-Dialed';
+const dialedHeaderLine = new RegExp(`^${dialedHeader}\\s*:`, 'i');
 /** The largest message taken: far above any real INVITE, well below a datagram's limit. */
 export const maxMessageBytes = 16_384;
 
@@ -91,7 +92,8 @@ export function prepareInboundRequest(raw: string, source: Source, ownUser: stri
   const headerEnd = raw.indexOf('\r\n\r\n');
   const head = headerEnd === -1 ? raw : raw.slice(0, headerEnd);
   const rest = headerEnd === -1 ? '' : raw.slice(headerEnd);
-  const lines = head.split('\r\n');
+  // The dialed-number header is ours alone: one a peer sent could name another number than the one it called.
+  const lines = head.split('\r\n').filter((line) => !dialedHeaderLine.test(line));
   const viaIndex = lines.findIndex((line) => /^(via|v)\s*:/i.test(line));
   const requestLine = lines[0]?.split(' ');
   if (viaIndex === -1 || requestLine === undefined || requestLine.length !== 3) return undefined;

@@ -1,3 +1,4 @@
+import type { ExecutionContext } from 'ava';
 /**
  * A running service for a test file: a fresh database, the roles started in this process on a free port, real HTTP
  * requests through `fetch`, and the JSON log lines it wrote.
@@ -143,4 +144,11 @@ export async function workspaceWithUser(service: TestService, applicationId?: st
   });
   if (user.status !== 201) throw new Error(`user: ${user.status} ${user.text}`);
   return { ...app, workspace: workspace.body, user: user.body };
+}
+
+/** An answer in the error envelope with this status and code (and a message). */
+export function isError(t: ExecutionContext, answer: Answer, status: number, code: string, label = '') {
+  t.is(answer.status, status, `${label} ${answer.text}`);
+  t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
+  t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
 }

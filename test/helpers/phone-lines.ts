@@ -1,0 +1,74 @@
+/**
+ * What the call tests need around the engine: sipp registered as a carrier, and numbers that run a routing plan
+ * (a fresh workspace, a number of the inventory claimed, the plan published and assigned, through the REST API).
+ */
+import { randomInt } from 'node:crypto';
+import type { ExecutionContext } from 'ava';
+import { importNumbers } from '../../core/numbers/numbers.ts';
+import { runCli } from './cli.ts';
+import { type Answer, type TestService, workspaceWithUser } from './service.ts';
+
+export type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
+
+/** A fresh workspace (and application) with the REST API bound to it. */
+export async function workspaceApi(service: TestService) {
+  const setup = await workspaceWithUser(service);
+  const api: Api = (method, path, body) =>
+    service.request(method, `/api/v1${path}`, {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      ...(body === undefined ? {} : { body }),
+    });
+  return { setup, api };
+}
+
+export interface Line {
+  e164: string;
+  planId: string;
+  applicationId: string;
+  apiKey: string;
+  workspaceId: string;
+  api: Api;
+}
+
+/** sipp (which sends from 127.0.0.1) as the service's carrier `sipp`, added with `switchboard carriers add`. */
+export async function addSippCarrier(service: TestService): Promise<void> {
+  const added = await runCli(service.databaseUrl, [
+    'carriers',
+    'add',
+    'sipp',
+    '--address',
+    '127.0.0.1',
+    '--port',
+    '5060',
+    '--transport',
+    'udp',
+  ]);
+  if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
+}
+
+/** A number (of carrier `sipp`) running `definition`, published and assigned, in a new or the given workspace. */
+export async function numberRunning(
+  t: ExecutionContext,
+  service: TestService,
+  definition: unknown,
+  existing?: Awaited<ReturnType<typeof workspaceApi>>,
+): Promise<Line> {
+  const { setup, api } = existing ?? (await workspaceApi(service));
+  const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
+  await importNumbers(service.pool, 'sipp', [e164], ['voice']);
+  const number = await api('POST', '/numbers', { e164 });
+  t.is(number.status, 201, number.text);
+  const plan = await api('POST', '/routing-plans', { name: 'Test plan', definition, publish: true });
+  t.is(plan.status, 201, plan.text);
+  const assigned = await api('POST', `/routing-plans/${plan.body.id}/assign`, { phoneNumberId: number.body.id });
+  t.is(assigned.status, 200, assigned.text);
+  return {
+    e164,
+    planId: plan.body.id,
+    applicationId: setup.applicationId,
+    apiKey: setup.apiKey,
+    workspaceId: setup.workspace.id,
+    api,
+  };
+}
