@@ -17,6 +17,9 @@ import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { SipEndpoint } from './sip/user-agent.ts';
 
+/** How often the engine looks for hangup requests whose notice it may have missed. */
+const hangupPollMs = 2_000;
+
 export interface CallEngineLog {
   info(object: object, message: string): void;
   warn(object: object, message: string): void;
@@ -83,6 +86,23 @@ export async function startCallEngine(options: {
     log,
   });
   ready.calls = active;
+  // Hangups the API asked for: recorded on the call row, announced on callControlChannel. The notice wakes the
+  // engine at once; a check when the listener (re)connects and a short poll find a request whose notice was missed.
+  let checking: Promise<void> | undefined;
+  const hangupRequested = () => {
+    checking ??= pool
+      .query<{ id: string }>(
+        `SELECT id FROM calls WHERE engine_owner = $1 AND ended_at IS NULL AND hangup_requested_at IS NOT NULL`,
+        [owner],
+      )
+      .then(async (result) => {
+        for (const { id } of result.rows) await active.hangup(id);
+      })
+      .catch((error: unknown) => log.warn({ err: error }, 'hangup requests could not be read'))
+      .finally(() => {
+        checking = undefined;
+      });
+  };
   const control = new ChangeListener(
     options.databaseUrl,
     callControlChannel,
@@ -97,10 +117,12 @@ export async function startCallEngine(options: {
         active.hangup(request.callId).catch((error: unknown) => log.warn({ err: error }, 'hangup failed'));
       }
     },
-    () => {},
+    hangupRequested,
     (message) => log.warn({}, message),
   );
   await control.start();
+  const hangupPoll = setInterval(hangupRequested, hangupPollMs);
+  hangupPoll.unref();
   log.info(
     { sip: `${config.sip.host}:${sipPort}`, advertised: `${config.sip.advertisedHost}:${sipPort}`, owner },
     'call engine listening',
@@ -110,7 +132,9 @@ export async function startCallEngine(options: {
     owner,
     calls: active,
     async close() {
+      clearInterval(hangupPoll);
       await control.close();
+      await checking;
       await active.closeAll('engine_stopped');
       await sip.close();
     },

@@ -229,6 +229,11 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const started = Date.now();
       const client = await poolClient(services.pool, hangupWaitMillis);
       try {
+        // The request is recorded first: an engine that missed the notice (its listener reconnecting) finds it.
+        await client.query(
+          'UPDATE calls SET hangup_requested_at = clock_timestamp() WHERE id = $1 AND ended_at IS NULL',
+          [found.id],
+        );
         await announce(client, callControlChannel, JSON.stringify({ callId: found.id, action: 'hangup' }));
       } finally {
         client.release();

@@ -32,6 +32,8 @@ CREATE TABLE calls (
   -- The engine process that holds the call's media (it alone can act on it).
   engine_owner text NOT NULL,
   sip_call_id text,
+  -- When the API asked the owning engine to hang up (the notice is a wake-up; this row is the request).
+  hangup_requested_at timestamptz,
   -- The plan steps the call went through, in order (written when the plan run ends).
   steps_taken text[] NOT NULL DEFAULT '{}',
   created_at timestamptz NOT NULL DEFAULT clock_timestamp()
