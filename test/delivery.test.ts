@@ -18,6 +18,7 @@ import { loadSigningKeys } from '../core/service-secret.ts';
 import { describeAddress, isPublicAddress } from '../core/webhooks/address.ts';
 import { type Clock, Dispatcher, type DispatcherOptions } from '../engine/delivery/dispatcher.ts';
 import { retryDelayMs, parkAfterMs } from '../engine/delivery/backoff.ts';
+import { type ClaimedLane, claimLanes, releaseLane } from '../engine/delivery/lanes.ts';
 import { freePort } from './helpers/free-port.ts';
 import { type Received, Receiver } from './helpers/webhook-receiver.ts';
 import { startService, type TestService } from './helpers/service.ts';
@@ -464,6 +465,41 @@ test('a receiver that is down, then up: nothing lost, in order', async (t) => {
   for (const stream of streams) t.deepEqual(receiver.sequences(stream), [1, 2, 3, 4]);
   await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
   t.is((await w.lane(id, streams[0] as string)).attempts, 0, 'a success resets the failure count');
+});
+
+test('a stream with a backlog is claimed as a run in sequence order; a failure mid-run keeps what was acknowledged', async (t) => {
+  const w = await world(t);
+  const receiver = await w.receiver();
+  const member = randomUUID();
+  const { id } = await w.endpoint(receiver.url());
+  for (let n = 0; n < 6; n += 1) await append(w, agentEvent(w, member));
+
+  // The claim hands out the lane's lowest sequences, in order, at most as many as asked for.
+  const now = new Date();
+  const claimed = await claimLanes(w.service.pool, 'test#1', now, new Date(now.getTime() + 30_000), 10, 4);
+  const lane = claimed.find((candidate) => candidate.endpointId === id);
+  t.deepEqual(
+    lane?.heads.map((head) => head.sequence),
+    [1, 2, 3, 4],
+  );
+  // Released with the first two acknowledged: those go, the lane is due again for the rest.
+  await releaseLane(w.service.pool, lane as ClaimedLane, [1, 2], new Date());
+  t.is(await pendingDeliveries(w), 4);
+  t.not((await w.lane(id, member)).next_attempt_at, null);
+
+  let failedOnce = false;
+  receiver.handler = (request) => {
+    if (request.sequence === 4 && !failedOnce) {
+      failedOnce = true;
+      return 500;
+    }
+    return 200;
+  };
+  await w.dispatcher();
+  await until('the stream was delivered', () => receiver.sequences(member).length === 5);
+  t.deepEqual(receiver.sequences(member), [3, 4, 4, 5, 6], 'only the failed event is attempted again');
+  await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  t.deepEqual(receiver.overlaps, []);
 });
 
 test('a redirect, a stall and a 500 fail with backoff while another stream keeps flowing', async (t) => {

@@ -453,7 +453,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
          queued AS (
            INSERT INTO webhook_deliveries (endpoint_id, event_id, stream_key, sequence)
            SELECT $1, id, stream_key, sequence FROM selected
-           ON CONFLICT (endpoint_id, event_id) DO NOTHING),
+           ON CONFLICT (endpoint_id, stream_key, sequence) DO NOTHING),
          lanes AS (${laneUpsert})
          SELECT (SELECT count(*) FROM selected) AS queued, (SELECT count(*) FROM lanes) AS lanes`,
         values,

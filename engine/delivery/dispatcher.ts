@@ -66,6 +66,12 @@ const sweepIntervalMs = 10 * 60_000;
 
 /** Claims per query at most (and at most the room left under the concurrency cap). */
 const claimBatch = 100;
+/** Events of one lane delivered one after another under one claim, at most. */
+const headsPerClaim = 16;
+/** An attempt starts under a claim only if it can end this long before the lease does. */
+const leaseMarginMs = 2_000;
+/** Claims start at least this far apart: under load, lanes gather events meanwhile and go out as runs. */
+const claimSpacingMs = 10;
 /** Opened signing secrets kept (the endpoints' current and previous ones). */
 const maxOpenedSecrets = 1_000;
 /** Retry times remembered for the wake-up timer; beyond this the poll finds them. */
@@ -98,6 +104,9 @@ export class Dispatcher {
   private readonly openedSecrets = new Map<string, string>();
   /** Claims made, for lease tokens: each claim holds its lanes under `<owner>#<n>`. */
   private claims = 0;
+  /** When the last claim started (performance.now()), and the timer that spaces the next one. */
+  private lastClaimAt = -Infinity;
+  private spacingTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: DispatcherOptions) {
     this.pool = options.pool;
@@ -151,8 +160,21 @@ export class Dispatcher {
       this.claimAgain = true;
       return;
     }
+    const wait = this.lastClaimAt + claimSpacingMs - performance.now();
+    if (wait > 0) {
+      if (this.spacingTimer === undefined) {
+        this.spacingTimer = setTimeout(() => {
+          this.spacingTimer = undefined;
+          this.wake();
+        }, wait);
+      }
+      return;
+    }
+    this.claimAgain = false;
     this.claiming = this.claimLoop().finally(() => {
       this.claiming = undefined;
+      // Woken while claiming: claim again, spaced.
+      if (this.claimAgain) this.wake();
     });
   }
 
@@ -163,6 +185,7 @@ export class Dispatcher {
     clearInterval(this.pollTimer);
     clearInterval(this.sweepTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.spacingTimer);
     await this.listener.close();
     await this.claiming;
     let bound: NodeJS.Timeout | undefined;
@@ -178,17 +201,19 @@ export class Dispatcher {
 
   private async claimLoop(): Promise<void> {
     try {
-      do {
-        this.claimAgain = false;
+      for (;;) {
         const limit = Math.min(this.concurrency - this.inFlight.size, claimBatch);
         if (limit <= 0) return; // an attempt that ends wakes the dispatcher again
         const now = this.clock.now();
+        this.lastClaimAt = performance.now();
         this.claims += 1;
         const lease = `${this.owner}#${this.claims}`;
-        const lanes = await claimLanes(this.pool, lease, now, new Date(now.getTime() + this.leaseMs), limit);
+        const leaseUntil = new Date(now.getTime() + this.leaseMs);
+        const lanes = await claimLanes(this.pool, lease, now, leaseUntil, limit, headsPerClaim);
         for (const lane of lanes) this.run(lane);
-        if (lanes.length === limit) this.claimAgain = true; // more may be due
-      } while (this.claimAgain && !this.closed);
+        // A full batch: more may be due at once.
+        if (lanes.length < limit || this.closed) return;
+      }
     } catch (error) {
       // The poll tries again; say so once a minute at most.
       if (Date.now() - this.claimErrorLogged > 60_000) {
@@ -218,40 +243,70 @@ export class Dispatcher {
     this.inFlight.set(key, attempt);
   }
 
+  /**
+   * Delivers the lane's claimed events in sequence order, one in flight at a time, each only after the one before it
+   * was acknowledged, while the lease leaves room for a whole attempt; then releases the lane with the acknowledged
+   * ones in one statement, or records the failure that stopped the run. A run under one claim saves a claim and a
+   * release per event when a stream has a backlog; a process that dies mid-run redelivers what it had not recorded
+   * (at least once, in order).
+   */
   private async deliver(lane: ClaimedLane): Promise<void> {
-    const head = lane.head;
-    if (head === undefined) {
-      await this.releases.release(lane, null);
+    const delivered: number[] = [];
+    for (const [index, head] of lane.heads.entries()) {
+      const startedAt = this.clock.now();
+      if (
+        index > 0 &&
+        (this.closed || startedAt.getTime() + this.attemptTimeoutMs + leaseMarginMs > lane.leaseUntil.getTime())
+      ) {
+        break;
+      }
+      const started = performance.now();
+      // The lane's failure record is about its first head only; an event further on starts afresh.
+      const sameHead = index === 0 && lane.headEventId === head.eventId;
+      if (!sameHead) {
+        const since = Math.max(head.occurredAt.getTime(), head.queuedAt.getTime());
+        this.metrics.firstAttemptDelay.observe(Math.max(0, startedAt.getTime() - since) / 1000);
+      }
+      const result = await this.attempt(lane, head, startedAt);
+      this.metrics.attempted(result.outcome, (performance.now() - started) / 1000);
+      if (result.outcome === 'success') {
+        delivered.push(head.sequence);
+        continue;
+      }
+      await this.recordFailure(lane, head, sameHead, startedAt, result, delivered);
       return;
     }
-    const startedAt = this.clock.now();
-    const started = performance.now();
-    if (lane.headEventId !== head.eventId) {
-      const since = Math.max(head.occurredAt.getTime(), head.queuedAt.getTime());
-      this.metrics.firstAttemptDelay.observe(Math.max(0, startedAt.getTime() - since) / 1000);
-    }
-    const result = await this.attempt(lane, head, startedAt);
-    this.metrics.attempted(result.outcome, (performance.now() - started) / 1000);
+    await this.releases.release(lane, delivered);
+  }
+
+  private async recordFailure(
+    lane: ClaimedLane,
+    head: HeadEvent,
+    sameHead: boolean,
+    startedAt: Date,
+    result: AttemptResult,
+    delivered: readonly number[],
+  ): Promise<void> {
     const now = this.clock.now();
-    if (result.outcome === 'success') {
-      await this.releases.release(lane, head.eventId);
-      return;
-    }
-    const sameHead = lane.headEventId === head.eventId;
     const attempts = (sameHead ? lane.attempts : 0) + 1;
     const headFirstAttemptAt = (sameHead ? lane.headFirstAttemptAt : null) ?? startedAt;
     const parked = shouldPark(headFirstAttemptAt, now);
     const nextAttemptAt = new Date(now.getTime() + retryDelayMs(attempts));
     const error = result.error ?? result.outcome;
-    await recordFailure(this.pool, lane, {
-      attempts,
-      headEventId: head.eventId,
-      headFirstAttemptAt,
-      attemptedAt: startedAt,
-      error,
-      nextAttemptAt,
-      parkedAt: parked ? now : null,
-    });
+    await recordFailure(
+      this.pool,
+      lane,
+      {
+        attempts,
+        headEventId: head.eventId,
+        headFirstAttemptAt,
+        attemptedAt: startedAt,
+        error,
+        nextAttemptAt,
+        parkedAt: parked ? now : null,
+      },
+      delivered,
+    );
     const context = { endpointId: lane.endpointId, streamKey: lane.streamKey, eventId: head.eventId, attempts, error };
     if (parked) {
       this.log.warn(context, 'webhook stream parked after 24 hours of failed attempts; it resumes on replay');

@@ -32,8 +32,13 @@ export interface ClaimedLane {
   secret: string;
   previousSecret: string | null;
   previousSecretExpiresAt: Date | null;
-  /** The undelivered event of lowest sequence; undefined when the lane has nothing left. */
-  head: HeadEvent | undefined;
+  /** When the lease ends: no attempt starts that could outlast it. */
+  leaseUntil: Date;
+  /**
+   * The undelivered events of lowest sequence, in sequence order, at most `headsPerClaim`: the first is the head,
+   * the rest follow it one at a time under the same claim. Empty when the lane has nothing left.
+   */
+  heads: HeadEvent[];
 }
 
 interface ClaimRow {
@@ -57,7 +62,7 @@ interface ClaimRow {
 /**
  * Takes up to `limit` due lanes of enabled endpoints that nobody holds, oldest due first, skipping lanes another
  * dispatcher (or an appending transaction) has locked, holds them under the token `lease` until `leaseUntil`, and
- * returns each with its head event.
+ * returns each with up to `headsPerClaim` of its undelivered events, lowest sequence first.
  */
 export async function claimLanes(
   db: Queryable,
@@ -65,6 +70,7 @@ export async function claimLanes(
   now: Date,
   leaseUntil: Date,
   limit: number,
+  headsPerClaim = 1,
 ): Promise<ClaimedLane[]> {
   const result = await db.query<ClaimRow>({
     name: 'switchboard-claim-lanes',
@@ -90,39 +96,50 @@ export async function claimLanes(
              LEFT JOIN LATERAL (
                SELECT d.event_id, d.sequence, d.created_at FROM webhook_deliveries d
                 WHERE d.endpoint_id = c.endpoint_id AND d.stream_key = c.stream_key
-                ORDER BY d.sequence LIMIT 1) h ON true
-             LEFT JOIN events ev ON ev.id = h.event_id`,
-    values: [lease, now, leaseUntil, limit],
+                ORDER BY d.sequence LIMIT $5) h ON true
+             LEFT JOIN events ev ON ev.id = h.event_id
+            ORDER BY c.endpoint_id, c.stream_key, h.sequence`,
+    values: [lease, now, leaseUntil, limit, headsPerClaim],
   });
-  return result.rows.map((row) => ({
-    lease,
-    endpointId: row.endpoint_id,
-    streamKey: row.stream_key,
-    attempts: row.attempts,
-    headEventId: row.head_event_id,
-    headFirstAttemptAt: row.head_first_attempt_at,
-    url: row.url,
-    secret: row.secret,
-    previousSecret: row.previous_secret,
-    previousSecretExpiresAt: row.previous_secret_expires_at,
-    head:
-      row.event_id === null
-        ? undefined
-        : {
-            eventId: row.event_id,
-            sequence: Number(row.sequence),
-            type: row.type as string,
-            payload: row.payload as string,
-            occurredAt: row.occurred_at as Date,
-            queuedAt: row.queued_at as Date,
-          },
-  }));
+  const lanes = new Map<string, ClaimedLane>();
+  for (const row of result.rows) {
+    const key = `${row.endpoint_id} ${row.stream_key}`;
+    let lane = lanes.get(key);
+    if (lane === undefined) {
+      lane = {
+        lease,
+        endpointId: row.endpoint_id,
+        streamKey: row.stream_key,
+        attempts: row.attempts,
+        headEventId: row.head_event_id,
+        headFirstAttemptAt: row.head_first_attempt_at,
+        url: row.url,
+        secret: row.secret,
+        previousSecret: row.previous_secret,
+        previousSecretExpiresAt: row.previous_secret_expires_at,
+        leaseUntil,
+        heads: [],
+      };
+      lanes.set(key, lane);
+    }
+    if (row.event_id !== null) {
+      lane.heads.push({
+        eventId: row.event_id,
+        sequence: Number(row.sequence),
+        type: row.type as string,
+        payload: row.payload as string,
+        occurredAt: row.occurred_at as Date,
+        queuedAt: row.queued_at as Date,
+      });
+    }
+  }
+  return [...lanes.values()];
 }
 
 /**
- * The head was acknowledged (`deliveredEventId`), or the lane turned out empty (null): the delivery row goes, the
- * lane is released (when its lease is still this claim's), due at `now` when more events wait and idle
- * (next_attempt_at null) otherwise.
+ * The lane's first events were acknowledged (`delivered`: their sequences, possibly none when the lane turned out
+ * empty): their delivery rows go, and the lane is released (when its lease is still this claim's), due at `now` when
+ * more events wait and idle (next_attempt_at null) otherwise.
  *
  * One statement, safe against an append committing meanwhile. The check for more events reads the statement's
  * snapshot; an appending transaction that had already upserted the lane (and so holds its row lock) commits while
@@ -134,30 +151,31 @@ export async function claimLanes(
 export async function releaseLane(
   db: Queryable,
   lane: ClaimedLane,
-  deliveredEventId: string | null,
+  delivered: readonly number[],
   now: Date,
 ): Promise<void> {
   await db.query({
     name: 'switchboard-release-lane',
     text: `WITH delivered AS (
-             DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $3)
+             DELETE FROM webhook_deliveries WHERE endpoint_id = $1 AND stream_key = $2 AND sequence = ANY ($3))
            UPDATE webhook_lanes lane
               SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
                   lease_owner = NULL, lease_until = $4,
                   next_attempt_at = CASE
                     WHEN NOT (lane.xmin = seen.xmin) OR EXISTS (
                       SELECT 1 FROM webhook_deliveries d
-                       WHERE d.endpoint_id = $1 AND d.stream_key = $2 AND d.event_id IS DISTINCT FROM $3)
+                       WHERE d.endpoint_id = $1 AND d.stream_key = $2 AND d.sequence <> ALL ($3))
                     THEN $4::timestamptz END
              FROM (SELECT xmin FROM webhook_lanes WHERE endpoint_id = $1 AND stream_key = $2) seen
             WHERE lane.endpoint_id = $1 AND lane.stream_key = $2 AND lane.lease_owner = $5`,
-    values: [lane.endpointId, lane.streamKey, deliveredEventId, now, lane.lease],
+    values: [lane.endpointId, lane.streamKey, delivered, now, lane.lease],
   });
 }
 
 export interface Release {
   lane: ClaimedLane;
-  deliveredEventId: string | null;
+  /** The sequences acknowledged under this claim (none when the lane turned out empty). */
+  delivered: readonly number[];
 }
 
 /**
@@ -170,8 +188,9 @@ export async function releaseLanes(db: Queryable, releases: readonly Release[], 
   const result = await db.query<{ endpoint_id: string; stream_key: string }>({
     name: 'switchboard-release-lanes',
     text: `WITH input AS (
-             SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[])
-                        AS r (endpoint_id, stream_key, event_id, lease)),
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) AS r (endpoint_id, stream_key, lease)),
+           acknowledged AS (
+             SELECT * FROM unnest($4::uuid[], $5::text[], $6::bigint[]) AS a (endpoint_id, stream_key, sequence)),
            held AS (
              SELECT l.endpoint_id, l.stream_key, l.xmin AS held_xmin
                FROM webhook_lanes l
@@ -179,17 +198,21 @@ export async function releaseLanes(db: Queryable, releases: readonly Release[], 
               WHERE l.lease_owner = i.lease
                 FOR UPDATE OF l SKIP LOCKED),
            delivered AS (
-             DELETE FROM webhook_deliveries d USING input i
-              WHERE d.endpoint_id = i.endpoint_id AND d.event_id = i.event_id)
+             DELETE FROM webhook_deliveries d USING acknowledged a, held h
+              WHERE d.endpoint_id = a.endpoint_id AND d.stream_key = a.stream_key AND d.sequence = a.sequence
+                AND h.endpoint_id = a.endpoint_id AND h.stream_key = a.stream_key)
            UPDATE webhook_lanes lane
               SET attempts = 0, head_event_id = NULL, head_first_attempt_at = NULL,
-                  lease_owner = NULL, lease_until = $5,
+                  lease_owner = NULL, lease_until = $7,
                   next_attempt_at = CASE
                     WHEN NOT (h.held_xmin = seen.xmin) OR EXISTS (
                       SELECT 1 FROM webhook_deliveries d
                        WHERE d.endpoint_id = i.endpoint_id AND d.stream_key = i.stream_key
-                         AND d.event_id IS DISTINCT FROM i.event_id)
-                    THEN $5::timestamptz END
+                         AND NOT EXISTS (
+                           SELECT 1 FROM acknowledged a
+                            WHERE a.endpoint_id = d.endpoint_id AND a.stream_key = d.stream_key
+                              AND a.sequence = d.sequence))
+                    THEN $7::timestamptz END
              FROM held h
              JOIN input i ON i.endpoint_id = h.endpoint_id AND i.stream_key = h.stream_key
              JOIN webhook_lanes seen ON seen.endpoint_id = h.endpoint_id AND seen.stream_key = h.stream_key
@@ -198,8 +221,10 @@ export async function releaseLanes(db: Queryable, releases: readonly Release[], 
     values: [
       releases.map((release) => release.lane.endpointId),
       releases.map((release) => release.lane.streamKey),
-      releases.map((release) => release.deliveredEventId),
       releases.map((release) => release.lane.lease),
+      releases.flatMap((release) => release.delivered.map(() => release.lane.endpointId)),
+      releases.flatMap((release) => release.delivered.map(() => release.lane.streamKey)),
+      releases.flatMap((release) => release.delivered),
       now,
     ],
   });
@@ -218,14 +243,26 @@ export interface Failure {
   parkedAt: Date | null;
 }
 
-/** A failed attempt: the lane waits until `nextAttemptAt` (or parks) and is released. */
-export async function recordFailure(db: Queryable, lane: ClaimedLane, failure: Failure): Promise<void> {
+/**
+ * A failed attempt: the events acknowledged before it under the same claim (`delivered`) go, and the lane waits until
+ * `nextAttemptAt` (or parks) and is released.
+ */
+export async function recordFailure(
+  db: Queryable,
+  lane: ClaimedLane,
+  failure: Failure,
+  delivered: readonly number[] = [],
+): Promise<void> {
   await db.query({
     name: 'switchboard-lane-failed',
-    text: `UPDATE webhook_lanes
-              SET attempts = $3, head_event_id = $4, head_first_attempt_at = $5, last_attempt_at = $6,
-                  last_error = $7, next_attempt_at = $8, parked_at = $9, lease_owner = NULL, lease_until = NULL
-            WHERE endpoint_id = $1 AND stream_key = $2 AND lease_owner = $10`,
+    text: `WITH failed AS (
+             UPDATE webhook_lanes
+                SET attempts = $3, head_event_id = $4, head_first_attempt_at = $5, last_attempt_at = $6,
+                    last_error = $7, next_attempt_at = $8, parked_at = $9, lease_owner = NULL, lease_until = NULL
+              WHERE endpoint_id = $1 AND stream_key = $2 AND lease_owner = $10
+             RETURNING endpoint_id)
+           DELETE FROM webhook_deliveries
+            WHERE endpoint_id IN (SELECT endpoint_id FROM failed) AND stream_key = $2 AND sequence = ANY ($11)`,
     values: [
       lane.endpointId,
       lane.streamKey,
@@ -237,6 +274,7 @@ export async function recordFailure(db: Queryable, lane: ClaimedLane, failure: F
       failure.nextAttemptAt,
       failure.parkedAt,
       lane.lease,
+      delivered,
     ],
   });
 }

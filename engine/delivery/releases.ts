@@ -25,9 +25,9 @@ export class ReleaseBatcher {
   ) {}
 
   /** Resolves once the lane is released (or its lease turned out to be another claim's). */
-  release(lane: ClaimedLane, deliveredEventId: string | null): Promise<void> {
+  release(lane: ClaimedLane, delivered: readonly number[]): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ lane, deliveredEventId, resolve, reject });
+      this.queue.push({ lane, delivered, resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -41,7 +41,7 @@ export class ReleaseBatcher {
         const released = await releaseLanes(this.pool, batch, now);
         for (const item of batch) {
           if (released.has(`${item.lane.endpointId} ${item.lane.streamKey}`)) item.resolve();
-          else releaseLane(this.pool, item.lane, item.deliveredEventId, now).then(item.resolve, item.reject);
+          else releaseLane(this.pool, item.lane, item.delivered, now).then(item.resolve, item.reject);
         }
       } catch (error) {
         for (const item of batch) item.reject(error);
