@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { inTransaction } from '../core/database.ts';
-import { appendEvent, type AppendedEvent, type NewEvent } from '../core/events/outbox.ts';
+import { appendEvent, type AppendedEvent, eventsChannel, type NewEvent } from '../core/events/outbox.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
 import { describeAddress, isPublicAddress } from '../core/webhooks/address.ts';
 import { type Clock, Dispatcher, type DispatcherOptions } from '../engine/delivery/dispatcher.ts';
@@ -293,6 +293,46 @@ test('the engine role delivers each event signed, byte for byte, well under 2 s 
   t.regex(metrics.text, /switchboard_webhook_attempt_duration_seconds_count\{outcome="success"\} 3/);
   t.regex(metrics.text, /switchboard_webhook_lanes_pending 0/);
   t.regex(metrics.text, /switchboard_webhook_lanes_parked 0/);
+});
+
+test('appends notify only while no dispatcher is awake; an awake one claims without being told', async (t) => {
+  const w = await world(t);
+  const receiver = await w.receiver();
+  await w.endpoint(receiver.url());
+  const listener = new pg.Client({ connectionString: w.service.databaseUrl });
+  await listener.connect();
+  t.teardown(() => listener.end());
+  let notices = 0;
+  listener.on('notification', () => {
+    notices += 1;
+  });
+  await listener.query(`LISTEN ${eventsChannel}`);
+  const dispatcher = await w.dispatcher({ awakeMs: 60_000, pollIntervalMs: 600_000 });
+  const member = randomUUID();
+
+  // Nobody awake: the append that makes the lane due notifies, and the notice wakes the dispatcher.
+  await append(w, agentEvent(w, member));
+  await until('the first event arrived', () => receiver.sequences(member).length === 1);
+  await until('the dispatcher is awake', async () => {
+    const awake = await w.service.pool.query('SELECT 1 FROM webhook_dispatchers WHERE awake_until > now()');
+    return awake.rowCount === 1;
+  });
+  t.is(notices, 1);
+
+  // Awake (it has just delivered): appends skip their NOTIFY, and its own ticks (not the 10-minute poll) claim them.
+  for (let n = 2; n <= 4; n += 1) {
+    await append(w, agentEvent(w, member));
+    await until('the event arrived', () => receiver.sequences(member).length === n, 10_000);
+  }
+  t.deepEqual(receiver.sequences(member), [1, 2, 3, 4]);
+  t.is(notices, 1, 'no NOTIFY while a dispatcher is awake');
+
+  // Closing withdraws the promise: appends notify again.
+  await dispatcher.close();
+  t.is((await w.service.pool.query('SELECT 1 FROM webhook_dispatchers')).rowCount, 0);
+  await append(w, agentEvent(w, member));
+  await until('the notice came', () => notices === 2);
+  t.pass();
 });
 
 test('during a secret rotation deliveries carry two signatures, then one', async (t) => {

@@ -19,7 +19,17 @@ import { eventsChannel } from '../../core/events/outbox.ts';
 import { openSecret } from '../../core/webhooks/secrets.ts';
 import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';
 import { retryDelayMs, shouldPark } from './backoff.ts';
-import { type ClaimedLane, type HeadEvent, claimLanes, laneCounts, recordFailure, sweepIdleLanes } from './lanes.ts';
+import {
+  type ClaimedLane,
+  type HeadEvent,
+  claimLanes,
+  fallAsleep,
+  forgetSleepingDispatchers,
+  laneCounts,
+  recordFailure,
+  stayAwake,
+  sweepIdleLanes,
+} from './lanes.ts';
 import { DeliveryMetrics } from './metrics.ts';
 import { ReleaseBatcher } from './releases.ts';
 
@@ -58,6 +68,8 @@ export interface DispatcherOptions {
   attemptTimeoutMs?: number;
   /** The slow poll. Default 1 s. */
   pollIntervalMs?: number;
+  /** How long each promise to stay awake runs (renewed while busy). Default 500 ms; tests lengthen it. */
+  awakeMs?: number;
 }
 
 /** Lanes idle this long are deleted, by a sweep this often. */
@@ -72,6 +84,8 @@ const headsPerClaim = 16;
 const leaseMarginMs = 2_000;
 /** Claims start at least this far apart: under load, lanes gather events meanwhile and go out as runs. */
 const claimSpacingMs = 10;
+/** While awake, a claim at least this often, whatever the dispatcher hears. */
+const awakeTickMs = 25;
 /** Opened signing secrets kept (the endpoints' current and previous ones). */
 const maxOpenedSecrets = 1_000;
 /** Retry times remembered for the wake-up timer; beyond this the poll finds them. */
@@ -107,6 +121,12 @@ export class Dispatcher {
   /** When the last claim started (performance.now()), and the timer that spaces the next one. */
   private lastClaimAt = -Infinity;
   private spacingTimer: NodeJS.Timeout | undefined;
+  private readonly awakeMs: number;
+  /** Until when (performance.now()) this dispatcher has promised to claim every awakeTickMs, and the ticking timer. */
+  private awakeUntil = -Infinity;
+  private awakeTimer: NodeJS.Timeout | undefined;
+  /** Whether the last claim found lanes. */
+  private lastClaimFound = false;
 
   constructor(private readonly options: DispatcherOptions) {
     this.pool = options.pool;
@@ -116,6 +136,7 @@ export class Dispatcher {
     this.leaseMs = options.leaseMs ?? 30_000;
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? defaultAttemptTimeoutMs;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.awakeMs = options.awakeMs ?? 500;
     this.releases = new ReleaseBatcher(this.pool, this.clock);
     this.metrics = new DeliveryMetrics(options.registry ?? new Registry(), () => laneCounts(this.pool));
     this.listener = new ChangeListener(
@@ -141,6 +162,7 @@ export class Dispatcher {
   /** Deletes lanes idle for a day (their last error goes with them); returns how many went. */
   async sweep(): Promise<number> {
     const idleBefore = new Date(this.clock.now().getTime() - laneIdleMs);
+    await forgetSleepingDispatchers(this.pool, idleBefore);
     let swept = 0;
     for (
       let batch = await sweepIdleLanes(this.pool, idleBefore);
@@ -186,6 +208,7 @@ export class Dispatcher {
     clearInterval(this.sweepTimer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.spacingTimer);
+    clearInterval(this.awakeTimer);
     await this.listener.close();
     await this.claiming;
     let bound: NodeJS.Timeout | undefined;
@@ -197,6 +220,9 @@ export class Dispatcher {
     ]);
     clearTimeout(bound);
     this.agent.destroy();
+    await fallAsleep(this.pool, this.owner).catch((error: unknown) => {
+      this.log.warn({ err: error }, 'could not withdraw the dispatcher’s wake-up promise; it lapses by itself');
+    });
   }
 
   private async claimLoop(): Promise<void> {
@@ -209,8 +235,11 @@ export class Dispatcher {
         this.claims += 1;
         const lease = `${this.owner}#${this.claims}`;
         const leaseUntil = new Date(now.getTime() + this.leaseMs);
+        const busy = this.inFlight.size > 0 || this.lastClaimFound;
         const lanes = await claimLanes(this.pool, lease, now, leaseUntil, limit, headsPerClaim);
+        this.lastClaimFound = lanes.length > 0;
         for (const lane of lanes) this.run(lane);
+        if (busy) await this.keepAwake();
         // A full batch: more may be due at once.
         if (lanes.length < limit || this.closed) return;
       }
@@ -220,6 +249,26 @@ export class Dispatcher {
         this.claimErrorLogged = Date.now();
         this.log.warn({ err: error }, 'webhook dispatcher could not claim work; retrying');
       }
+    }
+  }
+
+  /**
+   * A busy dispatcher renews its promise to claim every awakeTickMs (when half of it is left), so that appends skip
+   * their NOTIFY, and keeps it: the tick runs until the promise has run out by this process's clock, which is never
+   * before the database's (the promise is measured from the database's now(), which is before the answer came).
+   */
+  private async keepAwake(): Promise<void> {
+    if (this.awakeUntil - performance.now() > this.awakeMs / 2 || this.closed) return;
+    await stayAwake(this.pool, this.owner, this.awakeMs);
+    this.awakeUntil = performance.now() + this.awakeMs;
+    if (this.awakeTimer === undefined) {
+      this.awakeTimer = setInterval(() => {
+        if (performance.now() > this.awakeUntil) {
+          clearInterval(this.awakeTimer);
+          this.awakeTimer = undefined;
+        }
+        this.wake();
+      }, awakeTickMs);
     }
   }
 
