@@ -32,7 +32,11 @@ export interface RunningService {
 export async function startRoles(
   config: Config,
   roles: ReadonlySet<Role>,
-  options: { logStream?: NodeJS.WritableStream } = {},
+  options: {
+    logStream?: NodeJS.WritableStream;
+    /** The call engine's clock for plan steps (`hours`); default the system clock. Tests fix it. */
+    clock?: { now(): Date };
+  } = {},
 ): Promise<RunningService> {
   const log = pino({ level: config.logLevel, serializers: { err: errorForLog } }, options.logStream ?? process.stdout);
   const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
@@ -105,6 +109,7 @@ export async function startRoles(
         databaseUrl: database.url,
         registry,
         log: log.child({ component: 'calls' }),
+        ...(options.clock ? { clock: options.clock } : {}),
       });
     } catch (error) {
       await Promise.all([app.close(), delivery?.close()]);

@@ -39,6 +39,8 @@ export async function startCallEngine(options: {
   databaseUrl: string;
   registry: Registry;
   log: CallEngineLog;
+  /** The time plan steps go by (`hours`); default the system clock. */
+  clock?: { now(): Date };
 }): Promise<CallEngine> {
   const { config, pool, log } = options;
   const metrics = new CallMetrics(options.registry);
@@ -84,6 +86,7 @@ export async function startCallEngine(options: {
     recordingsDir,
     metrics,
     log,
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   ready.calls = active;
   // Hangups the API asked for: recorded on the call row, announced on callControlChannel. The notice wakes the

@@ -24,9 +24,17 @@ import { Receiver } from './helpers/webhook-receiver.ts';
 let service: TestService;
 let sipPort: number;
 
+/**
+ * The engine's clock for plan steps, fixed for the file: Monday 9 March 2026, 13:30 UTC, the first Monday of
+ * daylight saving time in New York (09:30 EDT; it would be 08:30 under standard time). Only `hours` reads it.
+ */
+const engineInstant = new Date('2026-03-09T13:30:00Z');
+
 test.before(async () => {
   // The webhook receiver listens on 127.0.0.1.
-  service = await startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, ['api', 'engine']);
+  service = await startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, ['api', 'engine'], {
+    clock: { now: () => engineInstant },
+  });
   sipPort = service.sipPort as number;
   await addSippCarrier(service);
 });
@@ -134,6 +142,73 @@ test('split: about percentToA of the calls take a, each by its call id; every ca
   }
   const events = await eventsOf(calls.map((call) => call.id));
   for (const [id, found] of events) t.deepEqual(found, startedAnsweredEnded, id);
+});
+
+test('hours at a fixed instant: open and closed by each schedule’s own time zone, daylight saving and exceptions', async (t) => {
+  const tenant = await workspace();
+  const weekdays = ['monday', 'tuesday', 'wednesday', 'thursday', 'friday'];
+  const schedule = async (name: string, timezone: string, open: string, close: string, exceptions: unknown[] = []) => {
+    const weeklyHours = weekdays.map((day) => ({ day, open, close }));
+    const created = await tenant.api('POST', '/schedules', { name, timezone, weeklyHours, exceptions });
+    t.is(created.status, 201, created.text);
+    return created.body.id as string;
+  };
+  const cases = [
+    // 09:30 in New York (EDT): inside 09:00-17:00.
+    {
+      name: 'New York office',
+      id: await schedule('New York office', 'America/New_York', '09:00', '17:00'),
+      open: true,
+    },
+    // 22:30 in Tokyo: after 17:00.
+    { name: 'Tokyo office', id: await schedule('Tokyo office', 'Asia/Tokyo', '09:00', '17:00'), open: false },
+    // 08:00-09:00 New York: open at 13:30 UTC only if daylight saving were ignored.
+    { name: 'New York early', id: await schedule('New York early', 'America/New_York', '08:00', '09:00'), open: false },
+    // The New York hours, but that Monday is a dated exception closed all day.
+    {
+      name: 'New York, closed that day',
+      id: await schedule('New York, closed that day', 'America/New_York', '09:00', '17:00', [
+        { date: '2026-03-09', name: 'Training day', hours: [] },
+      ]),
+      open: false,
+    },
+    // Closed on weekdays by the weekly hours, opened that Monday by an exception (09:00 New York = 13:00 UTC).
+    {
+      name: 'New York, opened that day',
+      id: await schedule('New York, opened that day', 'America/New_York', '18:00', '19:00', [
+        { date: '2026-03-09', hours: [{ open: '09:00', close: '10:00' }] },
+      ]),
+      open: true,
+    },
+  ];
+  const lines = [];
+  for (const entry of cases) {
+    lines.push(
+      await numberRunning(
+        t,
+        {
+          entry: 'h',
+          steps: {
+            h: { type: 'hours', scheduleId: entry.id, open: 'open', closed: 'closed' },
+            open: { type: 'hangup', message: null },
+            closed: { type: 'hangup', message: null },
+          },
+        },
+        tenant,
+      ),
+    );
+  }
+  const runs = await Promise.all(
+    lines.map((line) => runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1) })),
+  );
+  for (const run of runs) t.is(run.code, 0, sippFailed(run));
+  for (const [index, entry] of cases.entries()) {
+    const [call] = await finishedCalls((lines[index] as { e164: string }).e164, 1);
+    t.deepEqual(call?.steps_taken, ['h', entry.open ? 'open' : 'closed'], entry.name);
+    // The schedule's own answer at that instant agrees.
+    const shown = await tenant.api('GET', `/schedules/${entry.id}?at=${engineInstant.toISOString()}`);
+    t.is(shown.body.openNow, entry.open, entry.name);
+  }
 });
 
 test('hours: a schedule open all week takes open, one never open takes closed', async (t) => {

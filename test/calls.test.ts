@@ -132,6 +132,32 @@ test('an INVITE to a number without a published plan gets 404', async (t) => {
   t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
 });
 
+test('a caller who cancels before the answer: 200 for the CANCEL, 487 for the INVITE; the call ends caller_cancelled', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  // The engine answers as soon as the call's records are written; holding the number's row back (writing a call
+  // checks its number) keeps the INVITE unanswered until the caller has cancelled it.
+  const holder = await service.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM phone_numbers WHERE e164 = $1 FOR UPDATE', [e164]);
+    const run = await runSipp({ scenario: 'cancelled', sipPort, dialed: e164.slice(1) });
+    t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  const { events } = await endedCall(e164);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.ended'],
+  );
+  t.like(events[1]?.payload, {
+    previousState: 'initiated',
+    connected: false,
+    call: { state: 'ended', endReason: 'caller_cancelled', answeredAt: null },
+  });
+});
+
 test('a hangup plan: answered, then BYE from the engine; started, answered and ended events in order', async (t) => {
   const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
   const run = await runSipp({ scenario: 'answered', sipPort, dialed: e164.slice(1) });

@@ -47,6 +47,8 @@ export interface InboundOptions {
   recordingsDir: string;
   metrics: CallMetrics;
   log: { info(object: object, message: string): void; warn(object: object, message: string): void };
+  /** The time plan steps go by (`hours`); default the system clock. Tests fix it at chosen instants. */
+  clock?: { now(): Date };
 }
 
 interface PlanTarget {
@@ -430,31 +432,45 @@ export class InboundCalls {
     // 100 Trying at once (RFC 3261 17.2.1): the lookups below take longer than the 200 ms a carrier waits before
     // it retransmits, and under load every retransmission is parsed again.
     request.trying();
+    // Set by a CANCEL before the answer, which is then the INVITE's final response: no other is sent after it.
     let cancelled = false;
-    request.delegate = { onCancel: () => (cancelled = true) };
+    request.delegate = {
+      // The core answers the CANCEL itself (200) but leaves the INVITE to us: 487 at once (RFC 3261 section 9.2).
+      onCancel: () => {
+        if (cancelled) return;
+        cancelled = true;
+        try {
+          request.reject({ statusCode: 487 });
+        } catch (error) {
+          this.options.log.warn({ err: error }, 'could not answer a cancelled INVITE with 487');
+        }
+      },
+    };
     const carrier = await this.options.carriers.carrierFor(source.address);
     if (carrier === undefined) {
-      request.reject({ statusCode: 403, reasonPhrase: 'Not a configured carrier' });
+      if (!cancelled) request.reject({ statusCode: 403, reasonPhrase: 'Not a configured carrier' });
       return;
     }
     const dialed = dialedOf(request.message);
     const target = await planFor(this.options.pool, dialed);
     if (target === undefined) {
-      request.reject({ statusCode: 404, reasonPhrase: 'No routing plan for this number' });
+      if (!cancelled) request.reject({ statusCode: 404, reasonPhrase: 'No routing plan for this number' });
       return;
     }
     let offer;
     try {
       offer = parseSdp(request.message.body);
     } catch (error) {
-      notAcceptable(request, error);
+      if (!cancelled) notAcceptable(request, error);
       return;
     }
     let media: MediaEndpoint;
     try {
       media = await Media.open(this.options.ports, this.options.rtpHost);
     } catch {
-      request.reject({ statusCode: 503, reasonPhrase: 'No media port free', extraHeaders: ['Retry-After: 5'] });
+      if (!cancelled) {
+        request.reject({ statusCode: 503, reasonPhrase: 'No media port free', extraHeaders: ['Retry-After: 5'] });
+      }
       return;
     }
     let answered: ReturnType<typeof answerSdp>;
@@ -462,13 +478,11 @@ export class InboundCalls {
       answered = answerSdp(offer, { address: this.options.rtpAdvertisedHost, port: media.localPort });
     } catch (error) {
       media.close();
-      notAcceptable(request, error);
+      if (!cancelled) notAcceptable(request, error);
       return;
     }
-    if (cancelled) {
-      media.close();
-      return; // the core has answered 487
-    }
+    // A CANCEL may already have come (answered, and the INVITE with 487): the call is still written,
+    // started and then ended as caller_cancelled, so a caller who gave up while it rang shows in the calls and events.
     const row = await startCall(this.options.pool, {
       applicationId: target.application_id,
       workspaceId: target.workspace_id,
@@ -488,7 +502,7 @@ export class InboundCalls {
       sipCallId: request.message.callId,
     });
     if (cancelled) {
-      // CANCEL came while the records were written: the core has answered 487; the call ends unanswered.
+      // CANCEL came before the answer (the INVITE has its 487): the call ends unanswered.
       media.close();
       await endCall(this.options.pool, row.id, 'caller_cancelled');
       this.options.metrics.ended('caller_cancelled');
@@ -532,7 +546,7 @@ export class InboundCalls {
         callId: row.id,
         definition: target.definition,
         schedule: (id) => this.schedule(target.workspace_id, id),
-        now: () => new Date(),
+        now: () => this.options.clock?.now() ?? new Date(),
       },
       call,
       taken,

@@ -79,6 +79,7 @@ let applications = 0;
 export async function startService(
   env: Record<string, string> = {},
   roles: readonly Role[] = ['api', 'engine', 'operator'],
+  options: { clock?: { now(): Date } } = {},
 ): Promise<TestService> {
   const database = await freshDatabase();
   const logs: string[] = [];
@@ -102,7 +103,7 @@ export async function startService(
     LOG_LEVEL: 'info',
     ...env,
   });
-  const service = await startRoles(config, new Set(roles), { logStream });
+  const service = await startRoles(config, new Set(roles), { logStream, ...options });
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
   // pool.end() resolves once its idle clients are told to end, not when their connections are gone: one still
   // closing when drop() forces the database away gets "terminating connection", which must not crash the file.

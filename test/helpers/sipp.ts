@@ -26,7 +26,7 @@ export interface SippRun {
 }
 
 export async function runSipp(options: {
-  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold';
+  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled';
   /** SIP over UDP (default) or TCP. */
   transport?: 'udp' | 'tcp';
   sipPort: number;
