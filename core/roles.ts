@@ -18,7 +18,7 @@ import { registerHealthRoutes } from './health.ts';
 import { createHttpServer } from './http.ts';
 import { createMetricsRegistry } from './metrics.ts';
 import { errorForLog } from './log-errors.ts';
-import { loadSigningKeys } from './service-secret.ts';
+import { loadSigningKeys, type SigningKeys } from './service-secret.ts';
 
 export type Role = 'api' | 'engine' | 'operator';
 
@@ -109,6 +109,7 @@ export async function startRoles(
         databaseUrl: database.url,
         registry,
         log: log.child({ component: 'calls' }),
+        carrierSecrets: (keys as SigningKeys).carrierSecrets,
         ...(options.clock ? { clock: options.clock } : {}),
       });
     } catch (error) {

@@ -39,6 +39,8 @@ export async function startCallEngine(options: {
   databaseUrl: string;
   registry: Registry;
   log: CallEngineLog;
+  /** Opens carriers' sealed SIP passwords (SigningKeys.carrierSecrets). */
+  carrierSecrets: Uint8Array;
   /** The time plan steps go by (`hours`); default the system clock. */
   clock?: { now(): Date };
 }): Promise<CallEngine> {
@@ -86,6 +88,7 @@ export async function startCallEngine(options: {
     recordingsDir,
     metrics,
     log,
+    carrierSecrets: options.carrierSecrets,
     ...(options.clock ? { clock: options.clock } : {}),
   });
   ready.calls = active;

@@ -305,9 +305,23 @@ test('voicemail records the audio the caller plays: a WAV of the right length wi
 });
 
 /** A number whose carrier is a sipp far end on `port`: forwards from its plan go there. */
-async function numberForwardingTo(t: ExecutionContext, port: number, timeoutSecs: number) {
+async function numberForwardingTo(
+  t: ExecutionContext,
+  port: number,
+  timeoutSecs: number,
+  account?: { username: string; password: string },
+) {
   const carrier = `far-${port}`;
-  const added = await cli(['carriers', 'add', carrier, '--address', '127.0.0.1', '--port', String(port)]);
+  const added = await cli([
+    'carriers',
+    'add',
+    carrier,
+    '--address',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...(account ? ['--username', account.username, '--password', account.password] : []),
+  ]);
   t.is(added.code, 0, added.stderr);
   const { e164 } = await numberRunning(t, {
     entry: 'fwd',
@@ -349,6 +363,40 @@ test('forward to a far end that answers: bridged, media both ways, call.connecte
   // The caller's 7 s of audio went to the far end, and its echo came back to the caller.
   t.true(Number(caller?.packets_in) > 200 && Number(forward?.packets_out) > 200, JSON.stringify(legs.rows));
   t.true(Number(forward?.packets_in) > 200 && Number(caller?.packets_out) > 200, JSON.stringify(legs.rows));
+});
+
+test('forward through a carrier that challenges (401): answered with its account, then bridged', async (t) => {
+  const account = { username: 'acct-7731', password: 'pw-Zt4!q' };
+  // The caller holds on while bridged and hangs up; refused, the plan's `next` hangs up on the caller instead.
+  const forwardTo = async (password: string, caller: 'caller-hangs-up' | 'answered') => {
+    const port = await freeUdpPort();
+    const far = startSippServer({
+      scenario: 'uas-auth',
+      port,
+      mediaPort: await freeUdpPort(),
+      replacements: { USERNAME: account.username, PASSWORD: account.password },
+    });
+    const e164 = await numberForwardingTo(t, port, 20, { username: account.username, password });
+    const run = await runSipp({ scenario: caller, sipPort, dialed: e164.slice(1), replacements: { HOLD_MS: '3000' } });
+    t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+    const farEnd = await far.finished;
+    t.is(farEnd.code, 0, farEnd.stderr);
+    return endedCall(e164);
+  };
+
+  // The carrier's own account: the second INVITE carries Authorization that sipp verifies, and is answered.
+  const good = await forwardTo(account.password, 'caller-hangs-up');
+  t.deepEqual(
+    good.events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.connected', 'call.ended'],
+  );
+  // A wrong password: the carrier refuses the answer to its challenge (403), and the plan goes on to `next`.
+  const wrong = await forwardTo('not-the-password', 'answered');
+  t.deepEqual(
+    wrong.events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ended'],
+  );
+  t.like(wrong.events.at(-1)?.payload, { call: { endReason: 'plan_hangup' } });
 });
 
 test('forward to a far end that never answers: CANCEL after timeoutSecs, then next', async (t) => {

@@ -15,6 +15,7 @@ import {
   type UserAgentCore,
 } from 'sip.js/lib/core/index.js';
 import { appendEvent } from '../../core/events/outbox.ts';
+import { openSecret } from '../../core/webhooks/secrets.ts';
 import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/schedule.ts';
 import { inTransaction } from '../../core/database.ts';
@@ -47,6 +48,8 @@ export interface InboundOptions {
   recordingsDir: string;
   metrics: CallMetrics;
   log: { info(object: object, message: string): void; warn(object: object, message: string): void };
+  /** Opens carriers' sealed SIP passwords, to answer their digest challenges. */
+  carrierSecrets: Uint8Array;
   /** The time plan steps go by (`hours`); default the system clock. Tests fix it at chosen instants. */
   clock?: { now(): Date };
 }
@@ -271,88 +274,106 @@ class ActiveCall implements CallControl {
         content: offerSdp({ address: options.rtpAdvertisedHost, port: leg.localPort }),
       },
     );
-    const legId = await addLeg(options.pool, this.row.id, {
-      role: 'forward',
-      remote: `${to} via ${carrier.name}`,
-      sipCallId: message.callId,
-    });
-    const answered = await new Promise<Session | undefined>((resolve) => {
-      let settled = false;
-      const settle = (session: Session | undefined) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        this.gone.signal.removeEventListener('abort', onGone);
-        resolve(session);
-      };
-      // Set once the INVITE is handed to the core; giving up before that has nothing to cancel.
-      const pending: { invite?: OutgoingInviteRequest } = {};
-      const giveUp = () => {
-        try {
-          pending.invite?.cancel();
-        } catch {
-          // Already final.
-        }
-        settle(undefined);
-      };
-      const timer = setTimeout(giveUp, timeoutMs);
-      const onGone = () => giveUp();
-      this.gone.signal.addEventListener('abort', onGone, { once: true });
-      pending.invite = core.invite(message, {
-        onAccept: (response) => {
-          response.ack();
-          if (settled) {
-            // Answered after we gave up: hang that leg up at once.
-            response.session.bye();
-            return;
-          }
-          try {
-            leg.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
-          } catch {
-            response.session.bye();
-            settle(undefined);
-            return;
-          }
-          settle(response.session);
-        },
-        onReject: () => settle(undefined),
-      });
-    });
-    if (answered === undefined || this.ended) {
-      leg.close();
-      await setLegState(options.pool, legId, 'ended');
-      if (answered !== undefined) answered.bye();
-      return false;
+    // A carrier with an account challenges our INVITE (401 or 407); sip.js answers once with the account.
+    let stopSigning = () => {};
+    if (carrier.username !== null && carrier.password !== null) {
+      let password: string;
+      try {
+        password = openSecret(options.carrierSecrets, carrier.password);
+      } catch {
+        leg.close();
+        this.note('step_unavailable', `forward to ${to}: carrier "${carrier.name}"'s password cannot be opened`);
+        await changeState(options.pool, this.row.id, 'routing');
+        return false;
+      }
+      stopSigning = options.sip.signRequests(message.callId, { username: carrier.username, password });
     }
-    await setLegState(options.pool, legId, 'answered');
-    await changeState(options.pool, this.row.id, 'connected', { connectedLeg: { id: legId, role: 'forward' } });
-    const unbridge = bridge(this.media, leg);
-    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends this call).
-    await new Promise<void>((resolve) => {
-      answered.delegate = {
-        onBye: (bye) => {
-          bye.accept();
-          resolve();
-        },
-      };
-      this.gone.signal.addEventListener(
-        'abort',
-        () => {
+    try {
+      const legId = await addLeg(options.pool, this.row.id, {
+        role: 'forward',
+        remote: `${to} via ${carrier.name}`,
+        sipCallId: message.callId,
+      });
+      const answered = await new Promise<Session | undefined>((resolve) => {
+        let settled = false;
+        const settle = (session: Session | undefined) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          this.gone.signal.removeEventListener('abort', onGone);
+          resolve(session);
+        };
+        // Set once the INVITE is handed to the core; giving up before that has nothing to cancel.
+        const pending: { invite?: OutgoingInviteRequest } = {};
+        const giveUp = () => {
           try {
-            answered.bye();
+            pending.invite?.cancel();
           } catch {
-            // The far end hung up at the same time.
+            // Already final.
           }
-          resolve();
-        },
-        { once: true },
-      );
-    });
-    unbridge();
-    this.countMedia(leg);
-    leg.close();
-    await setLegState(options.pool, legId, 'ended', { in: leg.stats.packetsIn, out: leg.stats.packetsOut });
-    return true;
+          settle(undefined);
+        };
+        const timer = setTimeout(giveUp, timeoutMs);
+        const onGone = () => giveUp();
+        this.gone.signal.addEventListener('abort', onGone, { once: true });
+        pending.invite = core.invite(message, {
+          onAccept: (response) => {
+            response.ack();
+            if (settled) {
+              // Answered after we gave up: hang that leg up at once.
+              response.session.bye();
+              return;
+            }
+            try {
+              leg.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
+            } catch {
+              response.session.bye();
+              settle(undefined);
+              return;
+            }
+            settle(response.session);
+          },
+          onReject: () => settle(undefined),
+        });
+      });
+      if (answered === undefined || this.ended) {
+        leg.close();
+        await setLegState(options.pool, legId, 'ended');
+        if (answered !== undefined) answered.bye();
+        return false;
+      }
+      await setLegState(options.pool, legId, 'answered');
+      await changeState(options.pool, this.row.id, 'connected', { connectedLeg: { id: legId, role: 'forward' } });
+      const unbridge = bridge(this.media, leg);
+      // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends this call).
+      await new Promise<void>((resolve) => {
+        answered.delegate = {
+          onBye: (bye) => {
+            bye.accept();
+            resolve();
+          },
+        };
+        this.gone.signal.addEventListener(
+          'abort',
+          () => {
+            try {
+              answered.bye();
+            } catch {
+              // The far end hung up at the same time.
+            }
+            resolve();
+          },
+          { once: true },
+        );
+      });
+      unbridge();
+      this.countMedia(leg);
+      leg.close();
+      await setLegState(options.pool, legId, 'ended', { in: leg.stats.packetsIn, out: leg.stats.packetsOut });
+      return true;
+    } finally {
+      stopSigning();
+    }
   }
 
   /** Adds an endpoint's packet counts to the metrics (once, as it closes). */

@@ -6,9 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import {
+  DigestAuthentication,
   Grammar,
   type IncomingInviteRequest,
   type IncomingRequestMessage,
+  type IncomingResponseMessage,
   Levels,
   LoggerFactory,
   type Transport,
@@ -39,12 +41,19 @@ export interface SipEndpointOptions {
   log?: (message: string) => void;
 }
 
+/** A carrier's account, for the digest challenges (401, 407) it answers our requests with (RFC 3261 22.2). */
+export interface SipCredentials {
+  username: string;
+  password: string;
+}
+
 function makeCore(
   transport: Transport,
   host: string,
   port: number,
   protocol: Protocol,
   onInvite: (request: IncomingInviteRequest, core: UserAgentCore) => void,
+  credentials: (loggerFactory: LoggerFactory) => DigestAuthentication | undefined,
 ): UserAgentCore {
   const uri = Grammar.URIParse(`sip:${engineUser}@${host}:${port}`);
   if (uri === undefined) throw new Error(`cannot make a SIP URI of ${host}:${port}`);
@@ -72,7 +81,7 @@ function makeCore(
       userAgentHeaderFieldValue: 'Switchboard',
       viaForceRport: true,
       viaHost: host,
-      authenticationFactory: () => undefined,
+      authenticationFactory: () => credentials(loggerFactory),
       transportAccessor: () => transport,
     },
     { onInvite: (request) => onInvite(request, core) },
@@ -87,6 +96,10 @@ export class SipEndpoint {
   private tcpCore: UserAgentCore | undefined;
   /** Where each request came from (the core hands the same message object to onInvite). */
   private readonly sources = new WeakMap<IncomingRequestMessage, Source>();
+  /** Accounts for our own requests, by Call-ID, while they may be challenged. */
+  private readonly accounts = new Map<string, SipCredentials>();
+  /** The response the core is handling right now (it asks for credentials synchronously, while handling it). */
+  private responding: IncomingResponseMessage | undefined;
   port = 0;
 
   /** The address the engine names in its URIs. */
@@ -109,10 +122,13 @@ export class SipEndpoint {
       response: (message, source) => {
         options.onMessage?.('in', String(message.statusCode));
         const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
+        this.responding = message;
         try {
           core?.receiveIncomingResponseFromTransport(message);
         } catch (error) {
           options.log?.(`SIP response from ${source.address}:${source.port} failed: ${String(error)}`);
+        } finally {
+          this.responding = undefined;
         }
       },
       malformed: (reason, source) => options.onMalformed?.(reason, source),
@@ -141,9 +157,29 @@ export class SipEndpoint {
       this.options.onInvite(request, core, source);
     };
     const advertised = this.options.advertisedHost;
-    this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite);
-    this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite);
+    // sip.js asks its core's authenticationFactory for credentials, without saying for which request, while it
+    // handles a 401 or 407: the response being handled names the call, and the call its carrier's account.
+    const credentials = (loggerFactory: LoggerFactory) => {
+      const callId = this.responding?.callId;
+      const account = callId === undefined ? undefined : this.accounts.get(callId);
+      return account === undefined
+        ? undefined
+        : new DigestAuthentication(loggerFactory, undefined, account.username, account.password);
+    };
+    this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite, credentials);
+    this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite, credentials);
     return this.port;
+  }
+
+  /**
+   * Answers digest challenges to the requests of call `callId` with `account` (a carrier's username and password),
+   * once per challenge (sip.js gives up on a second challenge that is not `stale`). Returns the function that stops it.
+   */
+  signRequests(callId: string, account: SipCredentials): () => void {
+    this.accounts.set(callId, account);
+    return () => {
+      if (this.accounts.get(callId) === account) this.accounts.delete(callId);
+    };
   }
 
   core(protocol: Protocol): UserAgentCore {

@@ -3,7 +3,7 @@
  * placeholders (MEDIA, ON_ANSWER, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
  * call of the run followed the scenario.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -100,46 +100,75 @@ export async function runSipp(options: {
 
 /**
  * sipp as the far end of a forward: its built-in UAS (answers, echoes RTP back, answers BYE) or one of our UAS
- * scenarios, listening on `port` for `calls` calls. `finished` settles when sipp exits.
+ * scenarios (placeholders filled from `replacements`), listening on `port` for `calls` calls. `finished` settles
+ * when sipp exits.
  */
 export function startSippServer(options: {
-  scenario: 'uas' | 'uas-no-answer';
+  scenario: 'uas' | 'uas-no-answer' | 'uas-auth';
   port: number;
   mediaPort: number;
   calls?: number;
   timeoutSeconds?: number;
+  replacements?: Record<string, string>;
 }): { finished: Promise<SippRun>; stop(): void } {
-  const scenario =
-    options.scenario === 'uas'
-      ? ['-sn', 'uas', '-rtp_echo']
-      : ['-sf', fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url))];
-  const child = spawn(
-    'sipp',
-    [
-      ...scenario,
-      '-i',
-      '127.0.0.1',
-      '-p',
-      String(options.port),
-      '-mi',
-      '127.0.0.1',
-      '-mp',
-      String(options.mediaPort),
-      '-m',
-      String(options.calls ?? 1),
-      '-timeout',
-      `${options.timeoutSeconds ?? 60}s`,
-      '-timeout_error',
-      '-nostdin',
-    ],
-    { cwd: os.tmpdir(), stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-4000)));
-  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const finished = new Promise<SippRun>((resolve) =>
-    child.on('exit', (code) => resolve({ code, stdout, stderr, errors: '' })),
-  );
-  return { finished, stop: () => child.kill('SIGKILL') };
+  let child: ChildProcess | undefined;
+  let stopped = false;
+  const finished = (async (): Promise<SippRun> => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-uas-'));
+    try {
+      let scenario = ['-sn', 'uas'];
+      if (options.scenario !== 'uas') {
+        const template = await readFile(
+          fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url)),
+          'utf8',
+        );
+        const filled = Object.entries(options.replacements ?? {}).reduce(
+          (text, [name, value]) => text.replaceAll(name, value),
+          template,
+        );
+        const file = path.join(dir, 'scenario.xml');
+        await writeFile(file, filled);
+        scenario = ['-sf', file];
+      }
+      if (stopped) return { code: null, stdout: '', stderr: 'stopped before it started', errors: '' };
+      const running = spawn(
+        'sipp',
+        [
+          ...scenario,
+          '-rtp_echo',
+          '-i',
+          '127.0.0.1',
+          '-p',
+          String(options.port),
+          '-mi',
+          '127.0.0.1',
+          '-mp',
+          String(options.mediaPort),
+          '-m',
+          String(options.calls ?? 1),
+          '-timeout',
+          `${options.timeoutSeconds ?? 60}s`,
+          '-timeout_error',
+          '-nostdin',
+        ],
+        { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      child = running;
+      let stdout = '';
+      let stderr = '';
+      running.stdout?.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-4000)));
+      running.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+      const code = await new Promise<number | null>((resolve) => running.on('exit', (exitCode) => resolve(exitCode)));
+      return { code, stdout, stderr, errors: '' };
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  })();
+  return {
+    finished,
+    stop: () => {
+      stopped = true;
+      child?.kill('SIGKILL');
+    },
+  };
 }
