@@ -8,21 +8,17 @@ import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
+import { QueueMembers, QueueName, type QueueSpec, QueueStrategy, WrapUpSecs } from '../../core/resources/kinds.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
-export const queueStrategies = ['longest_idle', 'round_robin', 'ring_all', 'fewest_calls'] as const;
-
-const Strategy = Type.Enum([...queueStrategies], {
-  description:
-    'Which agent is offered the next caller: the one idle longest, in turn, all at once, or the one with fewest calls',
-});
-const Name = Type.String({ minLength: 1, maxLength: 200 });
-const WrapUpSecs = Type.Integer({ minimum: 0, maximum: 3600, description: 'Time after a call before the next offer' });
-const Members = Type.Array(Uuid, { maxItems: 500, uniqueItems: true, description: 'Member ids of the workspace' });
+// The fields a queue takes are the Queue custom resource's (core/resources/kinds.ts).
+const Strategy = QueueStrategy;
+const Name = QueueName;
+const Members = QueueMembers;
 
 export const Queue = Type.Object({
   id: Uuid,
@@ -34,17 +30,6 @@ export const Queue = Type.Object({
   createdAt: DateTime,
   updatedAt: DateTime,
 });
-
-/** The spec of a `Queue` custom resource (issue 6 generates its CRD from the same fields). */
-export interface QueueSpec {
-  id: string;
-  applicationId: string;
-  workspaceId: string;
-  name: string;
-  strategy: string;
-  wrapUpSecs: number;
-  members: string[];
-}
 
 interface QueueRow {
   id: string;
@@ -99,7 +84,7 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, r
     applicationId: workspace.applicationId,
     workspaceId: workspace.id,
     name: row.name,
-    strategy: row.strategy,
+    strategy: row.strategy as QueueSpec['strategy'],
     wrapUpSecs: row.wrap_up_secs,
     members: row.member_ids,
   };

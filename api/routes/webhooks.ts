@@ -7,9 +7,9 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
-import { eventTypes } from '../../core/events/types.ts';
+import { WebhookDescription, WebhookEventTypes, WebhookUrl } from '../../core/resources/kinds.ts';
 import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
-import { checkWebhookUrl, maxWebhookUrlLength } from '../../core/webhooks/url.ts';
+import { checkWebhookUrl } from '../../core/webhooks/url.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
@@ -20,17 +20,10 @@ const maxOverlapSeconds = 604_800;
 const maxReplayRangeMs = 7 * 86_400_000;
 const maxReplayEventIds = 100;
 
-const EventTypeName = Type.Enum([...eventTypes]);
-const EventTypes = Type.Union(
-  [Type.Array(EventTypeName, { minItems: 1, maxItems: eventTypes.length, uniqueItems: true }), Type.Null()],
-  { description: 'The event types the endpoint takes; null (or left out on create) takes every type' },
-);
-const Url = Type.String({
-  minLength: 1,
-  maxLength: maxWebhookUrlLength,
-  description: 'An https URL on a public host, without user name, password or fragment',
-});
-const Description = Type.Union([Type.String({ maxLength: 500 }), Type.Null()]);
+// The fields an endpoint takes are the WebhookEndpoint custom resource's (core/resources/kinds.ts).
+const EventTypes = WebhookEventTypes;
+const Url = WebhookUrl;
+const Description = WebhookDescription;
 const StreamKey = Type.String({
   pattern: '^(call|number|agent):[^\\s]{1,200}$',
   description: 'One stream, such as call:<callId>, number:<numberId> or agent:<memberId>',
