@@ -11,6 +11,7 @@ import { LoginVerifier } from '../api/oidc.ts';
 import { registerApi } from '../api/server.ts';
 import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
 import { PostgresResourceStore } from './resources/postgres-store.ts';
+import { DatabaseLeadership, type RunningOperator, startOperator } from '../operator/operator.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
@@ -26,6 +27,8 @@ export interface RunningService {
   url: string;
   /** The engine's SIP port (UDP and TCP), under `all` and `engine`. */
   sipPort: number | undefined;
+  /** The operator, under `all` and `operator`. */
+  operator: RunningOperator | undefined;
   close(): Promise<void>;
 }
 
@@ -119,6 +122,23 @@ export async function startRoles(
       throw error;
     }
   }
+  // The operator (docs/kubernetes.md): under `all` and `operator`. Without a cluster it reconciles the custom
+  // resources kept in PostgreSQL, leading by an advisory lock.
+  let operator: RunningOperator | undefined;
+  if (roles.has('operator')) {
+    operator = startOperator({
+      pool: database.pool,
+      store: new PostgresResourceStore(database.pool, {
+        pool: database.pool,
+        url: database.url,
+        log: (message) => log.warn({ component: 'operator' }, message),
+      }),
+      namespace: config.resourceNamespace,
+      registry,
+      log: log.child({ component: 'operator' }),
+      leadership: new DatabaseLeadership(database.url),
+    });
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
@@ -131,12 +151,13 @@ export async function startRoles(
   return {
     url,
     sipPort: calls?.sipPort,
+    operator,
     close() {
       closing ??= (async () => {
         for (const timer of timers) clearInterval(timer);
         // Calls end with a BYE; deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
         await calls?.close();
-        await Promise.all([app.close(), delivery?.close()]);
+        await Promise.all([app.close(), delivery?.close(), operator?.close()]);
         await deliveryPool?.end();
         await database.close();
         log.info('switchboard stopped');

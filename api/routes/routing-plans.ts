@@ -13,6 +13,7 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { type NumberRow, numberColumns, numberUpdated } from '../../core/numbers/numbers.ts';
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
+import { insertVersion } from '../../core/routing/plan-records.ts';
 import { type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
@@ -137,20 +138,6 @@ function invalidPlan(issues: PlanIssue[]): ApiError {
     'invalid_plan',
     `the definition has ${errors.length} problem${errors.length === 1 ? '' : 's'}${summary}`,
     { extra: { issues } },
-  );
-}
-
-async function insertVersion(
-  db: Queryable,
-  planId: string,
-  version: number,
-  definition: unknown,
-  references: ReturnType<typeof referencesOf>,
-): Promise<void> {
-  await db.query(
-    `INSERT INTO routing_plan_versions (plan_id, version, definition, schedule_ids, queue_ids, ai_agent_ids)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [planId, version, JSON.stringify(definition), references.scheduleIds, references.queueIds, references.aiAgentIds],
   );
 }
 

@@ -64,7 +64,12 @@ export const RoutingPlanSpec = Type.Object(
     definition: RoutingPlanDefinition,
     publishedVersion: Type.Optional(
       Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
-        description: 'The version calls run; null: none published',
+        description: 'The version calls run; null: none published (what the API writes)',
+      }),
+    ),
+    publish: Type.Optional(
+      Type.Boolean({
+        description: 'true: each valid definition written here is published as it becomes a version (for GitOps)',
       }),
     ),
   },

@@ -1,0 +1,136 @@
+/**
+ * One kind's controller (docs/kubernetes.md, The operator): lists the kind in the namespace, queues every name, then
+ * watches from the list's resourceVersion and queues each name that changes. A broken watch (410 Gone included) and
+ * a watchdog timer both relist, since a watch can also end without a word. Each queued name is reconciled with the
+ * resource as it is now (undefined once it is gone); a reconcile that throws comes back with backoff, and one that
+ * asks for it comes back after a delay (for example a deletion waiting on a queue in use).
+ */
+import { performance } from 'node:perf_hooks';
+import type { Resource, ResourceKind, ResourceStore, Watch } from '../core/resources/store.ts';
+import type { OperatorMetrics } from './metrics.ts';
+import { WorkQueue } from './work-queue.ts';
+
+export interface OperatorLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+}
+
+/** What a reconcile may ask for: to run again after `requeueAfterMs` even if nothing changes. */
+export type ReconcileResult = { requeueAfterMs?: number } | void;
+
+export type Reconcile = (name: string, resource: Resource | undefined) => Promise<ReconcileResult>;
+
+export interface ControllerOptions {
+  kind: ResourceKind;
+  namespace: string;
+  store: ResourceStore;
+  reconcile: Reconcile;
+  metrics: OperatorMetrics;
+  log: OperatorLog;
+  /** Names reconciled at once. Default 4. */
+  concurrency?: number;
+  /** The watchdog: a full relist this often. Default 5 minutes. */
+  relistMs?: number;
+}
+
+export class Controller {
+  private readonly queue: WorkQueue;
+  private watch: Watch | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  private relistTimer: NodeJS.Timeout | undefined;
+  private relistFailures = 0;
+  private relisting: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(private readonly options: ControllerOptions) {
+    const { kind } = options;
+    this.queue = new WorkQueue((name) => this.reconcileOne(name), {
+      concurrency: options.concurrency ?? 4,
+      onDepth: (depth) => options.metrics.queueDepth.set({ kind }, depth),
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.relist();
+    this.watchdog = setInterval(() => void this.relist(), this.options.relistMs ?? 300_000);
+    this.watchdog.unref();
+  }
+
+  /** Queues a name (other controllers use it: a plan's change may free a queue waiting to be deleted). */
+  enqueue(name: string, delayMs = 0): void {
+    this.queue.add(name, delayMs);
+  }
+
+  /** Resolves when every queued name has been reconciled (tests). */
+  settled(): Promise<void> {
+    return this.queue.settled();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.watchdog);
+    clearTimeout(this.relistTimer);
+    await this.relisting;
+    await this.watch?.stop();
+    await this.queue.close();
+  }
+
+  /** Lists, queues every name, and watches from the list (replacing the watch there was). */
+  private relist(): Promise<void> {
+    this.relisting ??= this.relistNow().finally(() => {
+      this.relisting = undefined;
+    });
+    return this.relisting;
+  }
+
+  private async relistNow(): Promise<void> {
+    const { store, kind, namespace, log } = this.options;
+    if (this.closed) return;
+    try {
+      await this.watch?.stop();
+      this.watch = undefined;
+      const listed = await store.list(kind, namespace);
+      for (const item of listed.items) this.queue.add(item.metadata.name);
+      this.options.metrics.relists.inc({ kind });
+      this.watch = await store.watch(
+        kind,
+        namespace,
+        listed.resourceVersion,
+        (event) => this.queue.add(event.object.metadata.name),
+        (error) => {
+          log.warn({ err: error, kind }, 'watch ended; listing again');
+          this.scheduleRelist();
+        },
+      );
+      this.relistFailures = 0;
+    } catch (error) {
+      log.warn({ err: error, kind }, 'list or watch failed; trying again');
+      this.scheduleRelist();
+    }
+  }
+
+  private scheduleRelist(): void {
+    if (this.closed) return;
+    this.relistFailures += 1;
+    clearTimeout(this.relistTimer);
+    this.relistTimer = setTimeout(() => void this.relist(), Math.min(30_000, 100 * 2 ** this.relistFailures));
+    this.relistTimer.unref();
+  }
+
+  private async reconcileOne(name: string): Promise<void> {
+    const { store, kind, namespace, metrics, log } = this.options;
+    const started = performance.now();
+    try {
+      const resource = await store.get(kind, namespace, name);
+      const result = await this.options.reconcile(name, resource);
+      metrics.reconciles.inc({ kind, outcome: 'success' });
+      if (result?.requeueAfterMs !== undefined) this.queue.add(name, result.requeueAfterMs);
+    } catch (error) {
+      metrics.reconciles.inc({ kind, outcome: 'error' });
+      log.warn({ err: error, kind, name }, 'reconcile failed; it is retried with backoff');
+      throw error;
+    } finally {
+      metrics.reconcileSeconds.observe({ kind }, (performance.now() - started) / 1000);
+    }
+  }
+}

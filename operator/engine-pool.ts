@@ -1,0 +1,352 @@
+/**
+ * The Kubernetes children of an `Engine` resource (an engine pool, docs/kubernetes.md): its ConfigMap, Deployment,
+ * Services and PodDisruptionBudget, as pure functions of the resource and the operator's settings (no I/O, no clock,
+ * no randomness: the same input gives the same objects, so the operator can apply them on every reconcile).
+ *
+ * The pods run `switchboard engine` with the engine settings of core/config.ts, the spec's values where it gives
+ * them and config.ts's defaults where it leaves them out. On the host network (the default) carriers reach SIP and RTP
+ * on the node directly: one pod per node (anti-affinity, and a rolling update that never surges), and the pod
+ * advertises the node's address. Off the host network a LoadBalancer Service carries SIP (UDP and TCP).
+ *
+ * The spec's carriers are not children: the operator writes them to PostgreSQL.
+ */
+import { createHash } from 'node:crypto';
+import type {
+  V1ConfigMap,
+  V1Deployment,
+  V1OwnerReference,
+  V1PodDisruptionBudget,
+  V1Service,
+} from '@kubernetes/client-node';
+import { loadConfig } from '../core/config.ts';
+import type { EngineSpec } from '../core/resources/kinds.ts';
+import { type Resource, resourceApiVersion } from '../core/resources/store.ts';
+
+/** An `Engine` custom resource (what the ResourceStore returns, with its spec typed). */
+export type EngineResource = Resource<EngineSpec, unknown>;
+
+export interface EnginePoolSettings {
+  /** The Secret (in the Engine's namespace) and key holding the pods' DATABASE_URL. */
+  databaseSecret: { name: string; key: string };
+  /** LOG_LEVEL of the engine pods; default core/config.ts's. */
+  logLevel?: string;
+  /** The engine container's pull policy; left to Kubernetes when unset. */
+  imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
+  /** The pods' service account; the namespace's `default` when unset. */
+  serviceAccountName?: string;
+  /**
+   * ENGINE_HTTP_PORT of the pods (health and metrics); default core/config.ts's. On the host network it binds on the
+   * node, so it may have to move off a port something else on the node holds.
+   */
+  engineHttpPort?: number;
+  /** Annotations of the SIP LoadBalancer Service (a pool off the host network), e.g. the cloud's load balancer type. */
+  sipServiceAnnotations?: Record<string, string>;
+}
+
+/** An Engine whose children cannot be built (a name too long for them, ports that clash). */
+export class EnginePoolError extends Error {
+  constructor(engine: string, message: string) {
+    super(`Engine ${engine}: ${message}`);
+    this.name = 'EnginePoolError';
+  }
+}
+
+/** The annotation on the pod template holding the hash of the ConfigMap's data: a config change rolls the pods. */
+export const configHashAnnotation = 'switchboard.dev/config-hash';
+export const engineContainerName = 'engine';
+export const engineManagedBy = 'switchboard-operator';
+/** Long enough for the engine to end its calls and finish in-flight work (SHUTDOWN_TIMEOUT_MS, 30 s by default). */
+export const engineTerminationGraceSeconds = 60;
+
+/**
+ * Children are `<name>-engine` and `<name>-engine-sip`; a Service name is a DNS-1035 label (63 characters at most,
+ * starting with a letter), and the name is also the `app.kubernetes.io/instance` label's value.
+ */
+export const maxEnginePoolNameLength = 63 - '-engine-sip'.length;
+const dns1035Label = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+
+// The engine's own defaults: what `switchboard engine` does with nothing set (core/config.ts).
+const defaults = loadConfig({});
+
+/** The standard labels of every child of the pool; the pods' selector too. */
+export function enginePoolLabels(engine: EngineResource): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': 'switchboard',
+    'app.kubernetes.io/component': 'engine',
+    'app.kubernetes.io/instance': engine.metadata.name,
+    'app.kubernetes.io/managed-by': engineManagedBy,
+  };
+}
+
+/** Makes the Engine the controller of a child: Kubernetes deletes the child with it. */
+export function engineOwnerReference(engine: EngineResource): V1OwnerReference {
+  return {
+    apiVersion: resourceApiVersion,
+    kind: 'Engine',
+    name: engine.metadata.name,
+    uid: engine.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+interface PoolValues {
+  name: string;
+  hostNetwork: boolean;
+  sipPort: number;
+  rtpPortMin: number;
+  rtpPortMax: number;
+  httpPort: number;
+  logLevel: string;
+}
+
+/** The pool's values with the defaults filled in, refused when the pods could not run with them. */
+function poolValues(engine: EngineResource, settings: EnginePoolSettings | undefined): PoolValues {
+  const name = checkedName(engine);
+  const values: PoolValues = {
+    name: `${name}-engine`,
+    hostNetwork: engine.spec.hostNetwork ?? true,
+    sipPort: engine.spec.sipPort ?? defaults.sip.port,
+    rtpPortMin: engine.spec.rtpPortMin ?? defaults.rtp.portMin,
+    rtpPortMax: engine.spec.rtpPortMax ?? defaults.rtp.portMax,
+    httpPort: settings?.engineHttpPort ?? defaults.engineHttpPort,
+    logLevel: settings?.logLevel ?? defaults.logLevel,
+  };
+  // The engine refuses the same (core/config.ts); the CRD's rule cannot see a bound left to its default.
+  if (values.rtpPortMax <= values.rtpPortMin) {
+    throw new EnginePoolError(name, `the RTP range ${values.rtpPortMin}-${values.rtpPortMax} is empty`);
+  }
+  if (values.sipPort >= values.rtpPortMin && values.sipPort <= values.rtpPortMax) {
+    throw new EnginePoolError(name, `SIP port ${values.sipPort} is inside the RTP range (both UDP)`);
+  }
+  if (values.sipPort === values.httpPort) {
+    throw new EnginePoolError(name, `SIP port ${values.sipPort} is also the HTTP port (both TCP)`);
+  }
+  return values;
+}
+
+function checkedName(engine: EngineResource): string {
+  const { name } = engine.metadata;
+  if (name.length > maxEnginePoolNameLength || !dns1035Label.test(name)) {
+    throw new EnginePoolError(
+      name,
+      `the name must be lowercase letters, digits and '-', start with a letter and have at most ${maxEnginePoolNameLength} characters (its Services are named after it)`,
+    );
+  }
+  return name;
+}
+
+function childMetadata(engine: EngineResource, name: string) {
+  return {
+    name,
+    namespace: engine.metadata.namespace,
+    labels: enginePoolLabels(engine),
+    ownerReferences: [engineOwnerReference(engine)],
+  };
+}
+
+/** The engine settings of the pool's pods (their `envFrom`). */
+function engineEnvironment(values: PoolValues): Record<string, string> {
+  return {
+    // The health port must answer the kubelet's probes and Prometheus, not only loopback.
+    HOST: '0.0.0.0',
+    SIP_HOST: '0.0.0.0',
+    SIP_PORT: String(values.sipPort),
+    RTP_HOST: '0.0.0.0',
+    RTP_PORT_MIN: String(values.rtpPortMin),
+    RTP_PORT_MAX: String(values.rtpPortMax),
+    LOG_LEVEL: values.logLevel,
+    ENGINE_HTTP_PORT: String(values.httpPort),
+  };
+}
+
+/** `<name>-engine`: the engine settings, as environment entries of the pods. */
+export function engineConfigMap(engine: EngineResource, settings: EnginePoolSettings): V1ConfigMap {
+  const values = poolValues(engine, settings);
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: childMetadata(engine, values.name),
+    data: engineEnvironment(values),
+  };
+}
+
+/** SHA-256 of the data, keys in order: the same data always gives the same hash. */
+function dataHash(data: Record<string, string>): string {
+  const sorted = Object.keys(data)
+    .sort()
+    .map((key) => [key, data[key]]);
+  return createHash('sha256').update(JSON.stringify(sorted)).digest('hex');
+}
+
+/** `<name>-engine`: the pool's pods. */
+export function engineDeployment(engine: EngineResource, settings: EnginePoolSettings): V1Deployment {
+  const values = poolValues(engine, settings);
+  const labels = enginePoolLabels(engine);
+  const { hostNetwork } = values;
+  // On the host network the container ports are the node's ports (hostPort is the containerPort).
+  const hostPort = (port: number) => (hostNetwork ? { hostPort: port } : {});
+  const resources = engine.spec.resources;
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: childMetadata(engine, values.name),
+    spec: {
+      replicas: engine.spec.replicas,
+      selector: { matchLabels: labels },
+      // Two pods on one node would bind the same host ports: on the host network the old pod goes before the new one
+      // comes. Off it, a new pod comes before an old one goes, so the pool keeps its capacity.
+      strategy: {
+        type: 'RollingUpdate',
+        rollingUpdate: hostNetwork ? { maxSurge: 0, maxUnavailable: 1 } : { maxSurge: 1, maxUnavailable: 0 },
+      },
+      template: {
+        metadata: {
+          labels,
+          annotations: { [configHashAnnotation]: dataHash(engineEnvironment(values)) },
+        },
+        spec: {
+          ...(hostNetwork ? { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } : { hostNetwork: false }),
+          ...(settings.serviceAccountName !== undefined ? { serviceAccountName: settings.serviceAccountName } : {}),
+          terminationGracePeriodSeconds: engineTerminationGraceSeconds,
+          ...(hostNetwork
+            ? {
+                affinity: {
+                  podAntiAffinity: {
+                    requiredDuringSchedulingIgnoredDuringExecution: [
+                      { labelSelector: { matchLabels: labels }, topologyKey: 'kubernetes.io/hostname' },
+                    ],
+                  },
+                },
+              }
+            : {}),
+          containers: [
+            {
+              name: engineContainerName,
+              image: engine.spec.image,
+              ...(settings.imagePullPolicy !== undefined ? { imagePullPolicy: settings.imagePullPolicy } : {}),
+              command: ['node', 'bin/switchboard.js', 'engine'],
+              envFrom: [{ configMapRef: { name: values.name } }],
+              env: [
+                {
+                  name: 'DATABASE_URL',
+                  valueFrom: {
+                    secretKeyRef: { name: settings.databaseSecret.name, key: settings.databaseSecret.key },
+                  },
+                },
+                // Carriers reach the pod at the node's address on the host network.
+                {
+                  name: 'ADVERTISED_HOST',
+                  valueFrom: { fieldRef: { fieldPath: hostNetwork ? 'status.hostIP' : 'status.podIP' } },
+                },
+                // Each pod owns its calls under its own name.
+                { name: 'ENGINE_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+              ],
+              // The RTP range is not listed: it is bound on demand, one port per call leg.
+              ports: [
+                { name: 'sip-udp', containerPort: values.sipPort, protocol: 'UDP', ...hostPort(values.sipPort) },
+                { name: 'sip-tcp', containerPort: values.sipPort, protocol: 'TCP', ...hostPort(values.sipPort) },
+                { name: 'http', containerPort: values.httpPort, protocol: 'TCP', ...hostPort(values.httpPort) },
+              ],
+              // /readyz answers once the database answers and is migrated; /healthz whenever the process does.
+              startupProbe: {
+                httpGet: { path: '/healthz', port: 'http' },
+                periodSeconds: 2,
+                failureThreshold: 60,
+              },
+              readinessProbe: {
+                httpGet: { path: '/readyz', port: 'http' },
+                periodSeconds: 5,
+                failureThreshold: 2,
+              },
+              livenessProbe: {
+                httpGet: { path: '/healthz', port: 'http' },
+                periodSeconds: 10,
+                timeoutSeconds: 5,
+                failureThreshold: 3,
+              },
+              ...(resources !== undefined ? { resources: resourceRequirements(resources) } : {}),
+              securityContext: { allowPrivilegeEscalation: false },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+function resourceRequirements(resources: NonNullable<EngineSpec['resources']>) {
+  const list = (quantities: { cpu?: string; memory?: string }) => ({
+    ...(quantities.cpu !== undefined ? { cpu: quantities.cpu } : {}),
+    ...(quantities.memory !== undefined ? { memory: quantities.memory } : {}),
+  });
+  return {
+    ...(resources.requests !== undefined ? { requests: list(resources.requests) } : {}),
+    ...(resources.limits !== undefined ? { limits: list(resources.limits) } : {}),
+  };
+}
+
+/** `<name>-engine`: the pods' HTTP port (health and metrics) inside the cluster. SIP and RTP are not behind it. */
+export function engineService(engine: EngineResource, settings: EnginePoolSettings): V1Service {
+  const values = poolValues(engine, settings);
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: childMetadata(engine, values.name),
+    spec: {
+      type: 'ClusterIP',
+      selector: enginePoolLabels(engine),
+      ports: [{ name: 'http', port: values.httpPort, targetPort: 'http', protocol: 'TCP' }],
+    },
+  };
+}
+
+/**
+ * `<name>-engine-sip`: SIP over UDP and TCP through a load balancer, for a pool off the host network; undefined for a
+ * pool on it (carriers reach the nodes). `externalTrafficPolicy: Local` keeps the carrier's source address.
+ */
+export function engineSipService(engine: EngineResource, settings: EnginePoolSettings): V1Service | undefined {
+  const values = poolValues(engine, settings);
+  if (values.hostNetwork) return undefined;
+  const metadata = childMetadata(engine, `${values.name}-sip`);
+  const annotations = settings.sipServiceAnnotations;
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: annotations !== undefined ? { ...metadata, annotations: { ...annotations } } : metadata,
+    spec: {
+      type: 'LoadBalancer',
+      externalTrafficPolicy: 'Local',
+      selector: enginePoolLabels(engine),
+      ports: [
+        { name: 'sip-udp', port: values.sipPort, targetPort: 'sip-udp', protocol: 'UDP' },
+        { name: 'sip-tcp', port: values.sipPort, targetPort: 'sip-tcp', protocol: 'TCP' },
+      ],
+    },
+  };
+}
+
+/** `<name>-engine`: voluntary disruptions (node drains) take one pod of the pool at a time. */
+export function enginePodDisruptionBudget(engine: EngineResource): V1PodDisruptionBudget {
+  const name = `${checkedName(engine)}-engine`;
+  return {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    metadata: childMetadata(engine, name),
+    spec: { maxUnavailable: 1, selector: { matchLabels: enginePoolLabels(engine) } },
+  };
+}
+
+export type EnginePoolChild = V1ConfigMap | V1Deployment | V1Service | V1PodDisruptionBudget;
+
+/** Every child of the pool, in apply order: the ConfigMap before the pods that read it, the pods, then the rest. */
+export function enginePool(engine: EngineResource, settings: EnginePoolSettings): EnginePoolChild[] {
+  const sipService = engineSipService(engine, settings);
+  return [
+    engineConfigMap(engine, settings),
+    engineDeployment(engine, settings),
+    engineService(engine, settings),
+    ...(sipService !== undefined ? [sipService] : []),
+    enginePodDisruptionBudget(engine),
+  ];
+}

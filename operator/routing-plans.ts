@@ -1,0 +1,277 @@
+/**
+ * The `RoutingPlan` reconciler (docs/kubernetes.md): converges the plan's PostgreSQL records to the resource,
+ * whoever wrote it. The definition is validated against the workspace exactly as the REST API validates a save; a
+ * valid definition that differs from the newest version becomes the next version; `publishedVersion` (what the API
+ * writes) or `publish: true` (GitOps: publish each valid definition) decide the published version. An invalid
+ * definition is never recorded or published: the status says `Valid=False` with the `issues` a REST 422 would list.
+ * Deleting the resource archives the plan (a finalizer holds the deletion until then), unless numbers are assigned
+ * to it, which keeps it (the status says so). Idempotent: a resource whose records already match changes nothing.
+ */
+import type pg from 'pg';
+import { inTransaction } from '../core/database.ts';
+import type { RoutingPlanSpec } from '../core/resources/kinds.ts';
+import type { Resource, ResourceStore } from '../core/resources/store.ts';
+import { workspaceFacts } from '../core/routing/facts.ts';
+import { insertVersion } from '../core/routing/plan-records.ts';
+import { type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
+import type { ReconcileResult } from './controller.ts';
+import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
+
+export const planFinalizer = 'switchboard.dev/routing-plan-records';
+
+interface PlanRecord {
+  workspace_id: string;
+  name: string;
+  newest_version: number;
+  published_version: number | null;
+  archived_at: Date | null;
+  newest_matches: boolean;
+  assigned: number;
+}
+
+interface Outcome {
+  conditions: ConditionInput[];
+  issues: PlanIssue[];
+  newestVersion: number | null;
+  publishedVersion: number | null;
+  requeueAfterMs?: number;
+}
+
+const condition = (
+  type: string,
+  status: ConditionInput['status'],
+  reason: string,
+  message: string,
+): ConditionInput => ({ type, status, reason, message });
+
+/** The plan's record id: the spec's `id`, or (a resource written without one) its uid. */
+export function planIdOf(resource: Resource): string {
+  return (resource.spec as RoutingPlanSpec).id ?? resource.metadata.uid;
+}
+
+async function readRecord(db: pg.PoolClient, planId: string, definition: unknown): Promise<PlanRecord | undefined> {
+  const result = await db.query<PlanRecord>(
+    `SELECT p.workspace_id, p.name, p.newest_version, p.published_version, p.archived_at,
+            coalesce((SELECT v.definition::jsonb = $2::jsonb FROM routing_plan_versions v
+                       WHERE v.plan_id = p.id AND v.version = p.newest_version), false) AS newest_matches,
+            (SELECT count(*)::int FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assigned
+       FROM routing_plans p WHERE p.id = $1 FOR UPDATE`,
+    [planId, JSON.stringify(definition)],
+  );
+  return result.rows[0];
+}
+
+/** Stale: the resource changed while this pass waited for the plan's lock (the API writes both); the next pass runs. */
+const stale = Symbol('stale');
+
+async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource): Promise<Outcome | typeof stale> {
+  const spec = resource.spec as RoutingPlanSpec;
+  const planId = planIdOf(resource);
+  return inTransaction(pool, async (db) => {
+    const workspace = await db.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
+      spec.workspaceId,
+      spec.applicationId,
+    ]);
+    if (workspace.rowCount === 0) {
+      return {
+        conditions: [
+          condition('Valid', 'Unknown', 'WorkspaceNotFound', 'the workspace is not one of the application'),
+          condition('Published', 'Unknown', 'WorkspaceNotFound', 'nothing recorded'),
+          condition('Ready', 'False', 'WorkspaceNotFound', `no workspace ${spec.workspaceId} in ${spec.applicationId}`),
+        ],
+        issues: [],
+        newestVersion: null,
+        publishedVersion: null,
+        requeueAfterMs: 30_000,
+      };
+    }
+    let record = await readRecord(db, planId, spec.definition);
+    // Holding the plan's lock: a request that changed records and resource together has committed; if it changed
+    // the resource, this pass would undo it with an old spec.
+    const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
+    if (current?.metadata.resourceVersion !== resource.metadata.resourceVersion) return stale;
+    if (record !== undefined && (record.workspace_id !== spec.workspaceId || record.archived_at !== null)) {
+      const why = record.archived_at !== null ? 'was archived' : 'belongs to another workspace';
+      return {
+        conditions: [
+          condition('Valid', 'Unknown', 'IdTaken', `plan ${planId} ${why}`),
+          condition('Published', 'Unknown', 'IdTaken', 'nothing recorded'),
+          condition('Ready', 'False', 'IdTaken', `plan ${planId} ${why}; give the resource another spec.id`),
+        ],
+        issues: [],
+        newestVersion: null,
+        publishedVersion: null,
+      };
+    }
+
+    const references = referencesOf(spec.definition);
+    const validation = validateDefinition(
+      spec.definition,
+      await workspaceFacts(db, spec.workspaceId, references, true),
+    );
+    if (validation.valid && (record === undefined || !record.newest_matches)) {
+      const version = (record?.newest_version ?? 0) + 1;
+      if (record === undefined) {
+        await db.query(`INSERT INTO routing_plans (id, workspace_id, name, newest_version) VALUES ($1, $2, $3, 1)`, [
+          planId,
+          spec.workspaceId,
+          spec.name,
+        ]);
+      } else {
+        await db.query('UPDATE routing_plans SET newest_version = $2, updated_at = clock_timestamp() WHERE id = $1', [
+          planId,
+          version,
+        ]);
+      }
+      await insertVersion(db, planId, version, spec.definition, references);
+      record = await readRecord(db, planId, spec.definition);
+    }
+    if (record === undefined) {
+      // Invalid before anything was recorded: nothing to publish, nothing for calls to run.
+      return {
+        conditions: [
+          condition('Valid', 'False', 'Invalid', summary(validation.issues)),
+          condition('Published', 'False', 'Invalid', 'an invalid definition is never published'),
+          condition('Ready', 'False', 'Invalid', 'fix the definition'),
+        ],
+        issues: validation.issues,
+        newestVersion: null,
+        publishedVersion: null,
+      };
+    }
+    if (record.name !== spec.name) {
+      await db.query('UPDATE routing_plans SET name = $2, updated_at = clock_timestamp() WHERE id = $1', [
+        planId,
+        spec.name,
+      ]);
+    }
+
+    // Publishing: the version the spec names, or (publish: true) the newest, once it is this valid definition.
+    const wanted =
+      spec.publishedVersion !== undefined
+        ? spec.publishedVersion
+        : spec.publish === true && validation.valid
+          ? record.newest_version
+          : record.published_version;
+    let publishIssue: string | undefined;
+    if (wanted !== null && wanted !== record.published_version) {
+      const chosen = await db.query<{ definition: unknown }>(
+        'SELECT definition FROM routing_plan_versions WHERE plan_id = $1 AND version = $2',
+        [planId, wanted],
+      );
+      const definition = chosen.rows[0]?.definition;
+      const check =
+        definition === undefined
+          ? undefined
+          : validateDefinition(definition, await workspaceFacts(db, spec.workspaceId, referencesOf(definition), true));
+      if (check?.valid === true) {
+        await db.query(
+          `UPDATE routing_plans SET published_version = $2, published_at = clock_timestamp(),
+                                    updated_at = clock_timestamp() WHERE id = $1`,
+          [planId, wanted],
+        );
+        record.published_version = wanted;
+      } else {
+        publishIssue =
+          check === undefined ? `version ${wanted} does not exist` : `version ${wanted}: ${summary(check.issues)}`;
+      }
+    }
+    const published = record.published_version;
+    return {
+      conditions: [
+        validation.valid
+          ? condition('Valid', 'True', 'Validated', `version ${record.newest_version} is this definition`)
+          : condition('Valid', 'False', 'Invalid', summary(validation.issues)),
+        publishIssue !== undefined
+          ? condition('Published', 'False', 'PublishRefused', publishIssue)
+          : published === null
+            ? condition('Published', 'False', 'Draft', 'no version is published')
+            : condition('Published', 'True', 'Published', `version ${published} is published`),
+        validation.valid && publishIssue === undefined
+          ? condition('Ready', 'True', 'Reconciled', 'the records match the resource')
+          : condition('Ready', 'False', validation.valid ? 'PublishRefused' : 'Invalid', 'see Valid and Published'),
+      ],
+      issues: validation.issues,
+      newestVersion: record.newest_version,
+      publishedVersion: published,
+    };
+  });
+}
+
+function summary(issues: readonly PlanIssue[]): string {
+  const errors = issues.filter((issue) => issue.severity === 'error');
+  const first = errors[0];
+  if (first === undefined) return 'valid';
+  const where = first.stepId === null ? '' : `${first.stepId}: `;
+  return `${errors.length} problem${errors.length === 1 ? '' : 's'}, first ${where}${first.message}`;
+}
+
+/** Archives the plan of a deleted resource; false while numbers are assigned to it. */
+async function archive(pool: pg.Pool, planId: string): Promise<boolean> {
+  return inTransaction(pool, async (db) => {
+    const record = await db.query<{ assigned: number }>(
+      `SELECT (SELECT count(*)::int FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assigned
+         FROM routing_plans p WHERE p.id = $1 FOR UPDATE`,
+      [planId],
+    );
+    const row = record.rows[0];
+    if (row === undefined) return true;
+    if (row.assigned > 0) return false;
+    await db.query('UPDATE routing_plans SET archived_at = coalesce(archived_at, clock_timestamp()) WHERE id = $1', [
+      planId,
+    ]);
+    return true;
+  });
+}
+
+/**
+ * `onPlansChanged` hears that a plan was archived or got a new version: a queue whose deletion waits on plans may be
+ * free now.
+ */
+export function routingPlanReconciler(
+  pool: pg.Pool,
+  store: ResourceStore,
+  clock: () => Date = () => new Date(),
+  onPlansChanged: () => void = () => {},
+) {
+  return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
+    if (resource === undefined) return;
+    const planId = planIdOf(resource);
+    if (resource.metadata.deletionTimestamp !== undefined) {
+      if (!resource.metadata.finalizers.includes(planFinalizer)) return;
+      if (await archive(pool, planId)) {
+        await keepFinalizer(store, resource, planFinalizer, false);
+        onPlansChanged();
+        return;
+      }
+      await writeStatus(store, resource, {
+        ...resource.status,
+        conditions: conditions(
+          resource.status.conditions,
+          [condition('Ready', 'False', 'InUse', 'numbers are assigned to this plan; unassign them to delete it')],
+          resource.metadata.generation,
+          clock(),
+        ),
+      });
+      return { requeueAfterMs: 10_000 };
+    }
+    await keepFinalizer(store, resource, planFinalizer, true);
+    const fresh = (await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name)) ?? resource;
+    const outcome = await converge(pool, store, fresh);
+    if (outcome === stale) return { requeueAfterMs: 0 };
+    if (
+      outcome.newestVersion !== fresh.status.newestVersion ||
+      outcome.publishedVersion !== fresh.status.publishedVersion
+    ) {
+      onPlansChanged();
+    }
+    await writeStatus(store, fresh, {
+      observedGeneration: fresh.metadata.generation,
+      newestVersion: outcome.newestVersion,
+      publishedVersion: outcome.publishedVersion,
+      issues: outcome.issues,
+      conditions: conditions(fresh.status.conditions, outcome.conditions, fresh.metadata.generation, clock()),
+    });
+    return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };
+  };
+}

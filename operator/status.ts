@@ -1,0 +1,66 @@
+/**
+ * Status conditions as Kubernetes writes them (metav1.Condition): each with the generation it describes, and a
+ * `lastTransitionTime` that moves only when its status changes. A status equal to the stored one is not written
+ * again, so a reconcile that changes nothing causes no watch event and no loop.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { Resource, ResourceStore } from '../core/resources/store.ts';
+
+export interface ConditionInput {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+}
+
+export interface Condition extends ConditionInput {
+  observedGeneration: number;
+  lastTransitionTime: string;
+}
+
+export const operatorFieldManager = 'switchboard-operator';
+
+export function conditions(
+  previous: unknown,
+  next: readonly ConditionInput[],
+  generation: number,
+  now: Date,
+): Condition[] {
+  const before = new Map(
+    (Array.isArray(previous) ? (previous as Condition[]) : []).map((condition) => [condition.type, condition]),
+  );
+  return next.map((condition) => {
+    const old = before.get(condition.type);
+    return {
+      ...condition,
+      observedGeneration: generation,
+      lastTransitionTime:
+        old !== undefined && old.status === condition.status ? old.lastTransitionTime : now.toISOString(),
+    };
+  });
+}
+
+/** Writes `status` unless the resource already has it. */
+export async function writeStatus(
+  store: ResourceStore,
+  resource: Resource,
+  status: Record<string, unknown>,
+): Promise<void> {
+  if (isDeepStrictEqual(resource.status, status)) return;
+  await store.updateStatus(resource.kind, resource.metadata.namespace, resource.metadata.name, status, {
+    fieldManager: operatorFieldManager,
+  });
+}
+
+/** Adds or removes one finalizer, leaving the others. */
+export async function keepFinalizer(store: ResourceStore, resource: Resource, finalizer: string, keep: boolean) {
+  const has = resource.metadata.finalizers.includes(finalizer);
+  if (has === keep) return;
+  const finalizers = keep
+    ? [...resource.metadata.finalizers, finalizer]
+    : resource.metadata.finalizers.filter((name) => name !== finalizer);
+  await store.setFinalizers(resource.kind, resource.metadata.namespace, resource.metadata.name, finalizers, {
+    fieldManager: operatorFieldManager,
+    resourceVersion: resource.metadata.resourceVersion,
+  });
+}

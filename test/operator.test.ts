@@ -1,0 +1,307 @@
+/**
+ * The operator reconciling custom resources kept in PostgreSQL (standalone, as `npm start` runs it;
+ * docs/kubernetes.md): a workspace written as resources (GitOps) gets the same REST answers as one made through the
+ * API; editing a plan's definition makes a new version; an invalid plan gets Valid=False with the REST issues and is
+ * never published; a queue in use cannot go until no plan uses it; resources the API wrote reconcile to no change;
+ * a second operator waits for the lead.
+ */
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import { Registry } from 'prom-client';
+import { createMember } from '../core/identity/members.ts';
+import { PostgresResourceStore } from '../core/resources/postgres-store.ts';
+import type { Resource, ResourceIntent } from '../core/resources/store.ts';
+import { DatabaseLeadership, startOperator } from '../operator/operator.ts';
+import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+
+let service: TestService;
+let store: PostgresResourceStore;
+const namespace = 'switchboard';
+
+test.before(async () => {
+  service = await startService({}, ['api', 'operator']);
+  store = new PostgresResourceStore(service.pool);
+});
+
+test.after.always(async () => {
+  await service?.close();
+});
+
+type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
+
+function api(setup: Setup) {
+  return (method: string, path: string, body?: unknown) =>
+    service.request(method, `/api/v1${path}`, {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      ...(body === undefined ? {} : { body }),
+    });
+}
+
+const apply = (intent: Omit<ResourceIntent, 'namespace'>) =>
+  store.apply({ ...intent, namespace }, { fieldManager: 'gitops-test' });
+
+/** Polls the resource until `check` holds for its current generation's status. */
+async function until(
+  kind: Resource['kind'],
+  name: string,
+  check: (resource: Resource) => boolean,
+  what: string,
+): Promise<Resource> {
+  let last: Resource | undefined;
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    last = await store.get(kind, namespace, name);
+    if (last !== undefined && check(last)) return last;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${kind} ${name}: ${what}; last seen ${JSON.stringify(last?.status)}`);
+}
+
+const condition = (resource: Resource, type: string) =>
+  (
+    resource.status.conditions as Array<{ type: string; status: string; reason: string; observedGeneration: number }>
+  )?.find((entry) => entry.type === type && entry.observedGeneration === resource.metadata.generation);
+const reconciled = (resource: Resource) => resource.status.observedGeneration === resource.metadata.generation;
+
+async function member(setup: Setup) {
+  const row = await createMember(service.pool, {
+    workspaceId: setup.workspace.id,
+    email: `agent-${randomUUID()}@example.com`,
+    scopes: [],
+  });
+  return row.id;
+}
+
+function planDefinition(queueId: string, prompt = 'Press 1 for sales.') {
+  return {
+    entry: 'menu',
+    steps: {
+      menu: {
+        type: 'menu',
+        prompt: { tts: prompt },
+        options: { '1': 'sales' },
+        noInput: 'bye',
+        timeoutSecs: 5,
+        maxRetries: 2,
+      },
+      sales: { type: 'queue', queueId, maxWaitSecs: 300, overflow: 'bye', offerCallback: false },
+      bye: { type: 'hangup', message: null },
+    },
+  };
+}
+
+/** The REST view without what differs between two workspaces by nature (ids, times). */
+function comparable(body: Record<string, unknown>) {
+  const { id: _id, workspaceId: _ws, createdAt: _c, updatedAt: _u, publishedAt: _p, members: _m, ...rest } = body;
+  return rest;
+}
+
+test('a workspace written as resources gets the same REST answers as one made through the API', async (t) => {
+  const viaApi = await workspaceWithUser(service);
+  const viaGitOps = await workspaceWithUser(service);
+  const [apiMember, gitopsMember] = [await member(viaApi), await member(viaGitOps)];
+
+  // Through the API.
+  const queue = await api(viaApi)('POST', '/queues', {
+    name: 'Sales',
+    strategy: 'round_robin',
+    wrapUpSecs: 15,
+    members: [apiMember],
+  });
+  t.is(queue.status, 201, queue.text);
+  const plan = await api(viaApi)('POST', '/routing-plans', {
+    name: 'Front desk',
+    definition: planDefinition(queue.body.id),
+    publish: true,
+  });
+  t.is(plan.status, 201, plan.text);
+
+  // As resources only, ids chosen in the YAML, the plan naming the queue by its id.
+  const queueId = randomUUID();
+  const planId = randomUUID();
+  const owner = { applicationId: viaGitOps.applicationId, workspaceId: viaGitOps.workspace.id };
+  await apply({
+    kind: 'Queue',
+    name: 'sales',
+    spec: { id: queueId, ...owner, name: 'Sales', strategy: 'round_robin', wrapUpSecs: 15, members: [gitopsMember] },
+  });
+  await apply({
+    kind: 'RoutingPlan',
+    name: 'front-desk',
+    spec: { id: planId, ...owner, name: 'Front desk', definition: planDefinition(queueId), publish: true },
+  });
+  const planResource = await until(
+    'RoutingPlan',
+    'front-desk',
+    (r) => condition(r, 'Ready')?.status === 'True',
+    'Ready',
+  );
+  t.like(planResource.status, { newestVersion: 1, publishedVersion: 1, issues: [] });
+  t.is(condition(planResource, 'Valid')?.status, 'True');
+  t.is(condition(planResource, 'Published')?.status, 'True');
+  t.true(planResource.metadata.finalizers.includes('switchboard.dev/routing-plan-records'));
+  const queueResource = await until('Queue', 'sales', (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  t.true(queueResource.metadata.finalizers.includes('switchboard.dev/queue-in-use'));
+
+  const gotQueue = await api(viaGitOps)('GET', `/queues/${queueId}`);
+  t.is(gotQueue.status, 200, gotQueue.text);
+  t.deepEqual(comparable(gotQueue.body), comparable(queue.body));
+  t.deepEqual(gotQueue.body.members, [gitopsMember]);
+  const gotPlan = await api(viaGitOps)('GET', `/routing-plans/${planId}`);
+  t.is(gotPlan.status, 200, gotPlan.text);
+  const expected = comparable(plan.body);
+  t.deepEqual({ ...comparable(gotPlan.body), definition: null }, { ...expected, definition: null });
+  t.deepEqual(gotPlan.body.definition, planDefinition(queueId));
+
+  // Editing the definition in the resource makes version 2 (published, as the spec says).
+  await apply({
+    kind: 'RoutingPlan',
+    name: 'front-desk',
+    spec: {
+      id: planId,
+      ...owner,
+      name: 'Front desk',
+      definition: planDefinition(queueId, 'Sales: press 1.'),
+      publish: true,
+    },
+  });
+  const edited = await until('RoutingPlan', 'front-desk', (r) => reconciled(r) && r.status.newestVersion === 2, 'v2');
+  t.like(edited.status, { newestVersion: 2, publishedVersion: 2 });
+  const versions = await api(viaGitOps)('GET', `/routing-plans/${planId}/versions`);
+  t.is(versions.status, 200, versions.text);
+  t.deepEqual((versions.body.data as Array<{ version: number }>).map((version) => version.version).sort(), [1, 2]);
+});
+
+test('an invalid plan gets Valid=False with the issues the REST API gives, and is never recorded or published', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const definition = {
+    entry: 'menu',
+    steps: { menu: { type: 'queue', queueId: randomUUID(), maxWaitSecs: 60, overflow: 'gone', offerCallback: false } },
+  };
+  const rest = await api(setup)('POST', '/routing-plans/validate', { definition });
+  t.is(rest.status, 200, rest.text);
+  t.false(rest.body.valid);
+  const planId = randomUUID();
+  await apply({
+    kind: 'RoutingPlan',
+    name: 'broken',
+    spec: {
+      id: planId,
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      name: 'Broken',
+      definition,
+      publish: true,
+    },
+  });
+  const resource = await until(
+    'RoutingPlan',
+    'broken',
+    (r) => condition(r, 'Valid')?.status === 'False',
+    'Valid=False',
+  );
+  t.deepEqual(resource.status.issues, rest.body.issues);
+  t.is(condition(resource, 'Published')?.status, 'False');
+  t.is(condition(resource, 'Ready')?.status, 'False');
+  t.is(resource.status.publishedVersion, null);
+  t.is((await api(setup)('GET', `/routing-plans/${planId}`)).status, 404, 'nothing recorded');
+});
+
+test('a queue used by a plan cannot go: its deletion waits, the status says why; once unused it goes', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const owner = { applicationId: setup.applicationId, workspaceId: setup.workspace.id };
+  const queueId = randomUUID();
+  await apply({
+    kind: 'Queue',
+    name: 'held',
+    spec: { id: queueId, ...owner, name: 'Held', strategy: 'longest_idle', wrapUpSecs: 0, members: [] },
+  });
+  await until('Queue', 'held', (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  await apply({
+    kind: 'RoutingPlan',
+    name: 'uses-held',
+    spec: { id: randomUUID(), ...owner, name: 'Uses held', definition: planDefinition(queueId), publish: true },
+  });
+  await until('RoutingPlan', 'uses-held', (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+
+  await store.delete('Queue', namespace, 'held', { fieldManager: 'gitops-test' });
+  const waiting = await until('Queue', 'held', (r) => condition(r, 'Ready')?.reason === 'InUse', 'InUse');
+  t.truthy(waiting.metadata.deletionTimestamp);
+  t.regex(
+    (waiting.status.conditions as Array<{ message: string }>)[0]?.message ?? '',
+    /used by routing plan "Uses held"/,
+  );
+  t.is((await api(setup)('GET', `/queues/${queueId}`)).status, 200, 'the record stays');
+
+  // Deleting the plan archives it; the queue is then free, and goes with its record.
+  await store.delete('RoutingPlan', namespace, 'uses-held', { fieldManager: 'gitops-test' });
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    if ((await store.get('Queue', namespace, 'held')) === undefined) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  t.is(await store.get('Queue', namespace, 'held'), undefined);
+  t.is(await store.get('RoutingPlan', namespace, 'uses-held'), undefined);
+  t.is((await api(setup)('GET', `/queues/${queueId}`)).status, 404);
+});
+
+test('resources the API wrote reconcile to no change; a second operator waits for the lead', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const plan = await api(setup)('POST', '/routing-plans', {
+    name: 'API plan',
+    definition: { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } },
+    publish: true,
+  });
+  t.is(plan.status, 201, plan.text);
+  const resource = await until(
+    'RoutingPlan',
+    plan.body.id,
+    (r) => condition(r, 'Ready')?.reason === 'Reconciled',
+    'operator',
+  );
+  t.like(resource.status, { newestVersion: 1, publishedVersion: 1 });
+  const versions = await service.pool.query('SELECT version FROM routing_plan_versions WHERE plan_id = $1', [
+    plan.body.id,
+  ]);
+  t.is(versions.rowCount, 1, 'no version added by the operator');
+
+  // The service's own operator leads; another one waits (and never reconciles) until closed.
+  const second = startOperator({
+    pool: service.pool,
+    store: new PostgresResourceStore(service.pool, { pool: service.pool, url: service.databaseUrl }),
+    namespace,
+    registry: new Registry(),
+    log: { info() {}, warn() {} },
+    leadership: new DatabaseLeadership(service.databaseUrl, 50),
+  });
+  let settledAs: boolean | undefined;
+  void second.leading.then((leads) => {
+    settledAs = leads;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(settledAs, undefined, 'it waits: the lock is held by the service’s operator');
+  await second.close();
+  t.false(await second.leading, 'closed while waiting, it never led');
+});
+
+test('the operator’s metrics are served', async (t) => {
+  const setup = await workspaceWithUser(service);
+  await apply({
+    kind: 'Queue',
+    name: 'metered',
+    spec: {
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      name: 'Metered',
+      strategy: 'ring_all',
+      wrapUpSecs: 0,
+      members: [],
+    },
+  });
+  const queue = await until('Queue', 'metered', (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  // Written without an id: the record takes the resource's uid.
+  t.is((await api(setup)('GET', `/queues/${queue.metadata.uid}`)).status, 200);
+  const metrics = await service.request('GET', '/metrics');
+  t.regex(metrics.text, /switchboard_operator_reconciles_total\{kind="Queue",outcome="success"\} \d+/);
+  t.regex(metrics.text, /switchboard_operator_leader 1/);
+  t.regex(metrics.text, /switchboard_operator_queue_depth\{kind="Queue"\} \d+/);
+});
