@@ -12,6 +12,7 @@ import { registerApi } from '../api/server.ts';
 import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
 import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { DatabaseLeadership, type RunningOperator, startOperator } from '../operator/operator.ts';
+import { registerAdmissionRoutes } from '../operator/admission.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
@@ -51,10 +52,10 @@ export async function startRoles(
     ...(options.logStream ? { logStream: options.logStream } : {}),
   });
   registerHealthRoutes(app, database.pool, registry);
+  if (roles.has('operator')) registerAdmissionRoutes(app, database.pool);
 
   const timers: NodeJS.Timeout[] = [];
-  const keys =
-    roles.has('api') || roles.has('engine') ? await loadSigningKeys(database.pool, config.secret) : undefined;
+  const keys = roles.size > 0 ? await loadSigningKeys(database.pool, config.secret) : undefined;
   if (roles.has('api') && keys !== undefined) {
     registerApi(app, {
       config,
@@ -137,6 +138,10 @@ export async function startRoles(
       registry,
       log: log.child({ component: 'operator' }),
       leadership: new DatabaseLeadership(database.url),
+      webhooks: {
+        secretsKey: (keys as SigningKeys).webhookSecrets,
+        allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+      },
     });
   }
   const address = app.server.address() as AddressInfo;

@@ -12,6 +12,7 @@ import { Controller, type OperatorLog } from './controller.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { queueReconciler } from './queues.ts';
 import { routingPlanReconciler } from './routing-plans.ts';
+import { type WebhookEndpointSettings, webhookEndpointReconciler } from './webhook-endpoints.ts';
 
 /** Leadership among operator processes: `acquire` resolves once this one leads; `close` lets go. */
 export interface Leadership {
@@ -67,6 +68,8 @@ export interface OperatorOptions {
   registry: Registry;
   log: OperatorLog;
   leadership: Leadership;
+  /** Sealing signing secrets, private networks, and where `secretRef`s are read (none without a cluster). */
+  webhooks: WebhookEndpointSettings;
   /** The time conditions are stamped with; default the system clock. */
   clock?: () => Date;
   relistMs?: number;
@@ -99,7 +102,12 @@ export function startOperator(options: OperatorOptions): RunningOperator {
     kind: 'RoutingPlan',
     reconcile: routingPlanReconciler(pool, store, options.clock, queuesWaiting),
   });
-  const controllers = [plans, queues];
+  const webhooks = new Controller({
+    ...common,
+    kind: 'WebhookEndpoint',
+    reconcile: webhookEndpointReconciler(pool, store, options.webhooks, options.clock),
+  });
+  const controllers = [plans, queues, webhooks];
   const stop = new AbortController();
   const leading = (async () => {
     await options.leadership.acquire(stop.signal);

@@ -272,6 +272,7 @@ test('resources the API wrote reconcile to no change; a second operator waits fo
     registry: new Registry(),
     log: { info() {}, warn() {} },
     leadership: new DatabaseLeadership(service.databaseUrl, 50),
+    webhooks: { secretsKey: new Uint8Array(32), allowPrivateNetworks: false },
   });
   let settledAs: boolean | undefined;
   void second.leading.then((leads) => {
@@ -304,4 +305,156 @@ test('the operator’s metrics are served', async (t) => {
   t.regex(metrics.text, /switchboard_operator_reconciles_total\{kind="Queue",outcome="success"\} \d+/);
   t.regex(metrics.text, /switchboard_operator_leader 1/);
   t.regex(metrics.text, /switchboard_operator_queue_depth\{kind="Queue"\} \d+/);
+});
+
+function admission(operation: string, kind: string, fields: Record<string, unknown>) {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: randomUUID(),
+      kind: { group: 'switchboard.dev', version: 'v1alpha1', kind },
+      resource: { group: 'switchboard.dev', version: 'v1alpha1', resource: `${kind.toLowerCase()}s` },
+      operation,
+      namespace,
+      ...fields,
+    },
+  };
+}
+
+test('the admission webhook refuses an invalid plan with the REST issues, and the delete of a queue in use', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const owner = { applicationId: setup.applicationId, workspaceId: setup.workspace.id };
+  const definition = {
+    entry: 'menu',
+    steps: { menu: { type: 'queue', queueId: randomUUID(), maxWaitSecs: 60, overflow: 'gone', offerCallback: false } },
+  };
+  const rest = await api(setup)('POST', '/routing-plans', { name: 'Broken', definition });
+  t.is(rest.status, 422, rest.text);
+  const review = admission('CREATE', 'RoutingPlan', {
+    object: { metadata: { name: 'broken' }, spec: { ...owner, name: 'Broken', definition } },
+  });
+  const answer = await service.request('POST', '/validate', { body: review, idempotencyKey: null });
+  t.is(answer.status, 200, answer.text);
+  t.like(answer.body, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' });
+  t.is(answer.body.response.uid, review.request.uid);
+  t.false(answer.body.response.allowed);
+  t.is(answer.body.response.status.code, 422);
+  const restErrors = (rest.body.error.issues as Array<{ stepId: string | null; code: string; severity: string }>)
+    .filter((issue) => issue.severity === 'error')
+    .map((issue) => `${issue.stepId}: ${issue.code}`);
+  const causes = (answer.body.response.status.details.causes as Array<{ field: string; message: string }>).map(
+    (cause) => `${cause.field.replace('spec.definition.steps.', '')}: ${cause.message.split(':')[0]}`,
+  );
+  t.deepEqual(causes, restErrors, 'the same issues as the REST 422');
+  t.regex(answer.body.response.status.message, /^invalid_plan: /);
+
+  // A valid plan, a spec that breaks the schema, and a workspace of another application.
+  const valid = { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } };
+  const allowed = await service.request('POST', '/validate', {
+    body: admission('UPDATE', 'RoutingPlan', { object: { spec: { ...owner, name: 'Fine', definition: valid } } }),
+    idempotencyKey: null,
+  });
+  t.true(allowed.body.response.allowed, allowed.text);
+  const shapeless = await service.request('POST', '/validate', {
+    body: admission('CREATE', 'RoutingPlan', { object: { spec: { ...owner, definition: valid } } }),
+    idempotencyKey: null,
+  });
+  t.false(shapeless.body.response.allowed);
+  t.regex(JSON.stringify(shapeless.body.response.status.details.causes), /name/);
+  const elsewhere = await service.request('POST', '/validate', {
+    body: admission('CREATE', 'RoutingPlan', {
+      object: { spec: { ...owner, applicationId: 'someone-else', name: 'X', definition: valid } },
+    }),
+    idempotencyKey: null,
+  });
+  t.false(elsewhere.body.response.allowed);
+
+  // A queue a plan uses cannot be deleted; an unused one can.
+  const queue = await api(setup)('POST', '/queues', { name: 'Busy' });
+  const idle = await api(setup)('POST', '/queues', { name: 'Idle' });
+  const uses = await api(setup)('POST', '/routing-plans', {
+    name: 'Uses busy',
+    definition: planDefinition(queue.body.id),
+  });
+  t.is(uses.status, 201, uses.text);
+  const refuse = await service.request('POST', '/validate', {
+    body: admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: queue.body.id } } }),
+    idempotencyKey: null,
+  });
+  t.false(refuse.body.response.allowed);
+  t.regex(refuse.body.response.status.message, /^in_use: this queue is used by routing plan "Uses busy"/);
+  const unusedDelete = await service.request('POST', '/validate', {
+    body: admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: idle.body.id } } }),
+    idempotencyKey: null,
+  });
+  t.true(unusedDelete.body.response.allowed);
+
+  // Not an AdmissionReview: 400 in the envelope.
+  const garbage = await service.request('POST', '/validate', { body: { hello: 'world' }, idempotencyKey: null });
+  t.is(garbage.status, 400);
+  t.is(garbage.body.error.code, 'invalid_request');
+});
+
+test('a WebhookEndpoint resource makes the endpoint the API shows; without a cluster, secretRef waits; deleting it removes it', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const endpointId = randomUUID();
+  await apply({
+    kind: 'WebhookEndpoint',
+    name: 'hooks',
+    spec: {
+      id: endpointId,
+      applicationId: setup.applicationId,
+      url: 'https://hooks.example.com/switchboard',
+      eventTypes: ['call.started', 'call.ended'],
+      description: 'CRM',
+    },
+  });
+  await until('WebhookEndpoint', 'hooks', (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  const shown = await service.request('GET', `/api/v1/webhooks/${endpointId}`, { auth: setup.apiKey });
+  t.is(shown.status, 200, shown.text);
+  t.like(shown.body, {
+    id: endpointId,
+    url: 'https://hooks.example.com/switchboard',
+    eventTypes: ['call.started', 'call.ended'],
+    enabled: true,
+    description: 'CRM',
+  });
+
+  await apply({
+    kind: 'WebhookEndpoint',
+    name: 'from-secret',
+    spec: {
+      applicationId: setup.applicationId,
+      url: 'https://hooks.example.com/other',
+      secretRef: { name: 'hook-secret', key: 'secret' },
+    },
+  });
+  const waiting = await until(
+    'WebhookEndpoint',
+    'from-secret',
+    (r) => condition(r, 'Ready')?.status === 'False',
+    'waits',
+  );
+  t.is(condition(waiting, 'Ready')?.reason, 'SecretsUnavailable');
+
+  await apply({
+    kind: 'WebhookEndpoint',
+    name: 'private',
+    spec: { applicationId: setup.applicationId, url: 'https://127.0.0.1/hook' },
+  });
+  const refused = await until(
+    'WebhookEndpoint',
+    'private',
+    (r) => condition(r, 'Ready')?.status === 'False',
+    'refused',
+  );
+  t.is(condition(refused, 'Ready')?.reason, 'InvalidUrl');
+
+  await store.delete('WebhookEndpoint', namespace, 'hooks', { fieldManager: 'gitops-test' });
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    if ((await store.get('WebhookEndpoint', namespace, 'hooks')) === undefined) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  t.is((await service.request('GET', `/api/v1/webhooks/${endpointId}`, { auth: setup.apiKey })).status, 404);
 });

@@ -10,11 +10,11 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { WebhookDescription, WebhookEventTypes, WebhookUrl } from '../../core/resources/kinds.ts';
 import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../../core/webhooks/url.ts';
+import { maxEndpointsPerApplication } from '../../core/webhooks/limits.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
-export const maxEndpointsPerApplication = 20;
 const defaultOverlapSeconds = 86_400;
 const maxOverlapSeconds = 604_800;
 const maxReplayRangeMs = 7 * 86_400_000;

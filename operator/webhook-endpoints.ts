@@ -1,0 +1,144 @@
+/**
+ * The `WebhookEndpoint` reconciler (docs/kubernetes.md): converges the endpoint's record to the resource with the
+ * REST API's rules (an https URL on a public host unless private networks are allowed, at most 20 endpoints per
+ * application). The signing secret comes from the Secret that `secretRef` names (in a cluster); without a cluster
+ * there are no Secrets, so a resource without `secretRef` gets a generated secret (rotate it through the API to see
+ * one) and one with `secretRef` waits, saying why. A finalizer deletes the record (and its delivery state) when the
+ * resource goes.
+ */
+import type pg from 'pg';
+import { inTransaction } from '../core/database.ts';
+import type { WebhookEndpointSpec } from '../core/resources/kinds.ts';
+import type { Resource, ResourceStore } from '../core/resources/store.ts';
+import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
+import { checkWebhookUrl } from '../core/webhooks/url.ts';
+import { maxEndpointsPerApplication } from '../core/webhooks/limits.ts';
+import type { ReconcileResult } from './controller.ts';
+import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
+
+export const endpointFinalizer = 'switchboard.dev/webhook-endpoint-record';
+
+/** Where `secretRef`s are read: Kubernetes Secrets in a cluster; none without one. */
+export interface SecretSource {
+  read(namespace: string, name: string, key: string): Promise<string | undefined>;
+}
+
+export interface WebhookEndpointSettings {
+  /** Seals signing secrets (SigningKeys.webhookSecrets). */
+  secretsKey: Uint8Array;
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS. */
+  allowPrivateNetworks: boolean;
+  secrets?: SecretSource;
+}
+
+export function endpointIdOf(resource: Resource): string {
+  return (resource.spec as WebhookEndpointSpec).id ?? resource.metadata.uid;
+}
+
+const ready = (status: ConditionInput['status'], reason: string, message: string): ConditionInput => ({
+  type: 'Ready',
+  status,
+  reason,
+  message,
+});
+
+async function converge(
+  pool: pg.Pool,
+  store: ResourceStore,
+  resource: Resource,
+  settings: WebhookEndpointSettings,
+): Promise<ConditionInput | 'stale'> {
+  const spec = resource.spec as WebhookEndpointSpec;
+  const endpointId = endpointIdOf(resource);
+  const url = checkWebhookUrl(spec.url, { allowPrivateNetworks: settings.allowPrivateNetworks });
+  if (!url.ok) return ready('False', 'InvalidUrl', `spec.url ${url.problem}`);
+  let secret: string | undefined;
+  if (spec.secretRef !== undefined) {
+    const { name, key } = spec.secretRef;
+    if (settings.secrets === undefined) {
+      return ready('False', 'SecretsUnavailable', 'secretRef needs a cluster; without one, leave it out');
+    }
+    secret = await settings.secrets.read(resource.metadata.namespace, name, key);
+    if (secret === undefined || !secret.startsWith('whsec_')) {
+      return ready('False', 'SecretNotFound', `Secret ${name} has no key ${key} holding a whsec_ signing secret`);
+    }
+  }
+  return inTransaction(pool, async (db) => {
+    const application = await db.query('SELECT 1 FROM applications WHERE id = $1 FOR NO KEY UPDATE', [
+      spec.applicationId,
+    ]);
+    if (application.rowCount === 0)
+      return ready('False', 'ApplicationNotFound', `no application ${spec.applicationId}`);
+    const existing = await db.query<{ application_id: string }>(
+      'SELECT application_id FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
+      [endpointId],
+    );
+    const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
+    if (current?.metadata.resourceVersion !== resource.metadata.resourceVersion) return 'stale';
+    const owner = existing.rows[0]?.application_id;
+    if (owner !== undefined && owner !== spec.applicationId) {
+      return ready('False', 'IdTaken', `endpoint ${endpointId} belongs to another application`);
+    }
+    if (owner === undefined) {
+      const counted = await db.query<{ count: string }>(
+        'SELECT count(*) FROM webhook_endpoints WHERE application_id = $1',
+        [spec.applicationId],
+      );
+      if (Number(counted.rows[0]?.count) >= maxEndpointsPerApplication) {
+        return ready('False', 'LimitExceeded', `the application has ${maxEndpointsPerApplication} endpoints already`);
+      }
+    }
+    const sealed = sealSecret(settings.secretsKey, secret ?? newSigningSecret());
+    await db.query(
+      `INSERT INTO webhook_endpoints (id, application_id, url, event_types, enabled, description, secret)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (id) DO UPDATE SET url = excluded.url, event_types = excluded.event_types,
+              enabled = excluded.enabled, description = excluded.description, updated_at = clock_timestamp(),
+              secret = CASE WHEN $8 THEN excluded.secret ELSE webhook_endpoints.secret END
+        WHERE (webhook_endpoints.url, webhook_endpoints.event_types, webhook_endpoints.enabled,
+               webhook_endpoints.description) IS DISTINCT FROM
+              (excluded.url, excluded.event_types, excluded.enabled, excluded.description) OR $8`,
+      [
+        endpointId,
+        spec.applicationId,
+        url.url,
+        spec.eventTypes ?? null,
+        spec.enabled ?? true,
+        spec.description ?? null,
+        sealed,
+        // A secret from a Secret replaces the stored one (a rotation done in the Secret); a generated one never does.
+        secret !== undefined,
+      ],
+    );
+    return ready('True', 'Reconciled', 'the record matches the resource');
+  });
+}
+
+export function webhookEndpointReconciler(
+  pool: pg.Pool,
+  store: ResourceStore,
+  settings: WebhookEndpointSettings,
+  clock: () => Date = () => new Date(),
+) {
+  return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
+    if (resource === undefined) return;
+    if (resource.metadata.deletionTimestamp !== undefined) {
+      if (!resource.metadata.finalizers.includes(endpointFinalizer)) return;
+      await pool.query('DELETE FROM webhook_endpoints WHERE id = $1 AND application_id = $2', [
+        endpointIdOf(resource),
+        (resource.spec as WebhookEndpointSpec).applicationId,
+      ]);
+      await keepFinalizer(store, resource, endpointFinalizer, false);
+      return;
+    }
+    await keepFinalizer(store, resource, endpointFinalizer, true);
+    const fresh = (await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name)) ?? resource;
+    const outcome = await converge(pool, store, fresh, settings);
+    if (outcome === 'stale') return { requeueAfterMs: 0 };
+    await writeStatus(store, fresh, {
+      observedGeneration: fresh.metadata.generation,
+      conditions: conditions(fresh.status.conditions, [outcome], fresh.metadata.generation, clock()),
+    });
+    return outcome.status === 'True' ? undefined : { requeueAfterMs: 30_000 };
+  };
+}
