@@ -65,6 +65,17 @@ export const settings: readonly Setting[] = [
     meaning: 'Health and metrics port of `switchboard operator` (under `all`, `PORT` serves them).',
   },
   {
+    name: 'ADMISSION_TLS_DIR',
+    default: '(unset)',
+    meaning:
+      'A folder with `tls.crt` and `tls.key`: the operator then serves its admission webhook (`POST /validate`) over HTTPS on `ADMISSION_PORT`, as Kubernetes requires.',
+  },
+  {
+    name: 'ADMISSION_PORT',
+    default: '9443',
+    meaning: 'HTTPS port of the admission webhook when `ADMISSION_TLS_DIR` is set.',
+  },
+  {
     name: 'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
     default: 'false',
     meaning:
@@ -132,6 +143,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   engineHttpPort: number;
   operatorHttpPort: number;
+  /** ADMISSION_TLS_DIR and ADMISSION_PORT: the admission webhook over HTTPS, when a folder is given. */
+  admission: { tlsDir: string | undefined; port: number };
   /** Webhook URLs may name private, loopback and link-local hosts (WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
   webhookAllowPrivateNetworks: boolean;
   /** Webhook attempts in flight at once in one engine process (WEBHOOK_CONCURRENCY). */
@@ -244,6 +257,7 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30000, 0, 3600000),
     engineHttpPort: integer(env, 'ENGINE_HTTP_PORT', 8081, 0, 65535),
     operatorHttpPort: integer(env, 'OPERATOR_HTTP_PORT', 8082, 0, 65535),
+    admission: { tlsDir: text(env, 'ADMISSION_TLS_DIR'), port: integer(env, 'ADMISSION_PORT', 9443, 0, 65535) },
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),

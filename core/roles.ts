@@ -3,7 +3,10 @@
  * runs). Each process opens the database (applying migrations), serves health and metrics, and on SIGTERM or SIGINT
  * stops taking requests, lets in-flight ones finish, closes the pool and, when it started it, the embedded server.
  */
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
@@ -30,6 +33,8 @@ export interface RunningService {
   sipPort: number | undefined;
   /** The operator, under `all` and `operator`. */
   operator: RunningOperator | undefined;
+  /** The admission webhook's HTTPS address, when ADMISSION_TLS_DIR is set. */
+  admissionUrl: string | undefined;
   close(): Promise<void>;
 }
 
@@ -144,6 +149,24 @@ export async function startRoles(
       },
     });
   }
+  // The admission webhook over HTTPS (Kubernetes calls webhooks over TLS only), when the operator has a certificate.
+  let admission: FastifyInstance | undefined;
+  if (roles.has('operator') && config.admission.tlsDir !== undefined) {
+    try {
+      const [cert, key] = await Promise.all([
+        readFile(path.join(config.admission.tlsDir, 'tls.crt')),
+        readFile(path.join(config.admission.tlsDir, 'tls.key')),
+      ]);
+      admission = Fastify({ https: { cert, key }, bodyLimit: config.bodyLimit, logger: false });
+      registerAdmissionRoutes(admission, database.pool);
+      await admission.listen({ port: config.admission.port, host: config.host });
+    } catch (error) {
+      await Promise.all([app.close(), delivery?.close(), operator?.close(), calls?.close()]);
+      await deliveryPool?.end();
+      await database.close();
+      throw error;
+    }
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
@@ -157,12 +180,14 @@ export async function startRoles(
     url,
     sipPort: calls?.sipPort,
     operator,
+    admissionUrl:
+      admission === undefined ? undefined : `https://localhost:${(admission.server.address() as AddressInfo).port}`,
     close() {
       closing ??= (async () => {
         for (const timer of timers) clearInterval(timer);
         // Calls end with a BYE; deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
         await calls?.close();
-        await Promise.all([app.close(), delivery?.close(), operator?.close()]);
+        await Promise.all([app.close(), delivery?.close(), operator?.close(), admission?.close()]);
         await deliveryPool?.end();
         await database.close();
         log.info('switchboard stopped');

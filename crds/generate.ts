@@ -1,15 +1,27 @@
 /**
- * `npm run crds`: writes the CustomResourceDefinitions (core/resources/crds.ts) to this folder, and removes CRD
- * files no kind makes any more. test/crds.test.ts fails when the files here are not what this would write.
+ * `npm run crds`: writes the CustomResourceDefinitions (core/resources/crds.ts) to this folder and the same files to
+ * the Helm chart (`charts/switchboard/files/crds/`, rendered by its `crds.yaml` template), and removes CRD files no
+ * kind makes any more from both. test/crds.test.ts fails when either folder is not what this would write.
  */
-import { readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { crdFiles } from '../core/resources/crds.ts';
 
-const folder = fileURLToPath(new URL('./', import.meta.url));
+const folders = [
+  { path: fileURLToPath(new URL('./', import.meta.url)), label: 'crds/' },
+  {
+    path: fileURLToPath(new URL('../charts/switchboard/files/crds/', import.meta.url)),
+    label: 'charts/switchboard/files/crds/',
+  },
+];
 const files = crdFiles();
-for (const [name, text] of files) await writeFile(`${folder}${name}`, text);
-for (const name of await readdir(folder)) {
-  if (name.endsWith('.yaml') && !files.has(name)) await rm(`${folder}${name}`);
+for (const folder of folders) {
+  await mkdir(folder.path, { recursive: true });
+  for (const [name, text] of files) await writeFile(`${folder.path}${name}`, text);
+  for (const name of await readdir(folder.path)) {
+    if (name.endsWith('.yaml') && !files.has(name)) await rm(`${folder.path}${name}`);
+  }
 }
-process.stdout.write(`wrote ${[...files.keys()].join(', ')} to crds/\n`);
+process.stdout.write(
+  `wrote ${[...files.keys()].join(', ')} to ${folders.map((folder) => folder.label).join(' and ')}\n`,
+);

@@ -7,35 +7,17 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { evaluate } from '@marcbachmann/cel-js';
 import test from 'ava';
-import { Ajv } from 'ajv';
-import addFormats from 'ajv-formats';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { parse } from 'yaml';
 import { crdFiles, customResourceDefinitions, structuralSchema } from '../core/resources/crds.ts';
+import { crds, crdValidators, rulesOf, schemaOf } from './helpers/crd-schema.ts';
 
-const folder = fileURLToPath(new URL('../crds/', import.meta.url));
+/** `npm run crds` writes the same files to both: crds/ for kubectl, the chart's copy for its crds.yaml template. */
+const folders = ['../crds/', '../charts/switchboard/files/crds/'].map((path) =>
+  fileURLToPath(new URL(path, import.meta.url)),
+);
 
 type Json = Record<string, unknown>;
-
-interface Crd {
-  metadata: { name: string };
-  spec: {
-    names: { kind: string };
-    versions: Array<{
-      schema: { openAPIV3Schema: Json & { properties: { spec: Json & { 'x-kubernetes-validations': Rule[] } } } };
-    }>;
-  };
-}
-interface Rule {
-  rule: string;
-  message: string;
-}
-
-const crds = [...customResourceDefinitions().values()] as unknown as Crd[];
-const byKind = (kind: string) => crds.find((crd) => crd.spec.names.kind === kind) as Crd;
-const schemaOf = (kind: string) => byKind(kind).spec.versions[0]?.schema.openAPIV3Schema as Json;
-const rulesOf = (kind: string) =>
-  byKind(kind).spec.versions[0]?.schema.openAPIV3Schema.properties.spec['x-kubernetes-validations'] ?? [];
 
 const workspaceId = '0b5c3a2e-6f7d-4a8b-9c1d-2e3f4a5b6c7d';
 const queueId = '1c6d4b3f-7a8e-4b9c-8d2e-3f4a5b6c7d8e';
@@ -90,31 +72,7 @@ const specs: Record<string, Json> = {
   },
 };
 
-/** A structural schema as JSON Schema for ajv: `nullable` as a null type; the x-kubernetes-* keys left to ajv's non-strict mode. */
-function asJsonSchema(node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(asJsonSchema);
-  if (node === null || typeof node !== 'object') return node;
-  const out: Json = {};
-  for (const [key, value] of Object.entries(node as Json)) {
-    if (key === 'nullable') continue;
-    out[key] = key === 'enum' || key === 'required' ? value : asJsonSchema(value);
-  }
-  if ((node as Json).nullable === true) {
-    out.type = [(node as Json).type, 'null'];
-    if (Array.isArray(out.enum)) out.enum = [...(out.enum as unknown[]), null];
-  }
-  if ((node as Json).type === 'object' && (node as Json).properties && !('additionalProperties' in (node as Json))) {
-    // Kubernetes prunes unknown fields; here they are refused, so a test spec cannot carry a field the CRD drops.
-    out.additionalProperties = (node as Json)['x-kubernetes-preserve-unknown-fields'] === true;
-  }
-  return out;
-}
-
-const ajv = new Ajv({ strict: false, allErrors: true });
-addFormats.default(ajv);
-const validators = new Map(
-  crds.map((crd) => [crd.spec.names.kind, ajv.compile(asJsonSchema(schemaOf(crd.spec.names.kind)) as Json)]),
-);
+const validators = crdValidators();
 const accepts = (kind: string, spec: Json) => {
   const validate = validators.get(kind);
   if (!validate) throw new Error(kind);
@@ -124,12 +82,14 @@ const accepts = (kind: string, spec: Json) => {
 
 test('crds/ holds exactly what npm run crds writes', async (t) => {
   const files = crdFiles();
-  const onDisk = (await readdir(folder)).filter((name) => name.endsWith('.yaml')).sort();
-  t.deepEqual(onDisk, [...files.keys()].sort(), 'run npm run crds');
-  for (const [name, text] of files) {
-    t.is(await readFile(`${folder}${name}`, 'utf8'), text, `${name} is stale: run npm run crds`);
-    t.deepEqual(parse(text), customResourceDefinitions().get(name));
+  for (const folder of folders) {
+    const onDisk = (await readdir(folder)).filter((name) => name.endsWith('.yaml')).sort();
+    t.deepEqual(onDisk, [...files.keys()].sort(), `${folder}: run npm run crds`);
+    for (const [name, text] of files) {
+      t.is(await readFile(`${folder}${name}`, 'utf8'), text, `${folder}${name} is stale: run npm run crds`);
+    }
   }
+  for (const [name, text] of files) t.deepEqual(parse(text), customResourceDefinitions().get(name));
   t.deepEqual(
     crds.map((crd) => crd.metadata.name),
     [

@@ -6,6 +6,10 @@
  * a second operator waits for the lead.
  */
 import { randomUUID } from 'node:crypto';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import { Registry } from 'prom-client';
 import { createMember } from '../core/identity/members.ts';
@@ -457,4 +461,25 @@ test('a WebhookEndpoint resource makes the endpoint the API shows; without a clu
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   t.is((await service.request('GET', `/api/v1/webhooks/${endpointId}`, { auth: setup.apiKey })).status, 404);
+});
+
+test('with ADMISSION_TLS_DIR the operator serves the admission webhook over HTTPS', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'admission-tls-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const fixtures = fileURLToPath(new URL('./fixtures/tls/', import.meta.url));
+  await copyFile(path.join(fixtures, 'localhost.pem'), path.join(dir, 'tls.crt'));
+  await copyFile(path.join(fixtures, 'localhost-key.pem'), path.join(dir, 'tls.key'));
+  const tls = await startService({ ADMISSION_TLS_DIR: dir, ADMISSION_PORT: '0' }, ['operator']);
+  t.teardown(() => tls.close());
+  t.regex(tls.admissionUrl ?? '', /^https:\/\/localhost:\d+$/);
+  const review = admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: {} } });
+  // NODE_EXTRA_CA_CERTS (test/run.ts) trusts the fixtures' CA, as the API server trusts the chart's caBundle.
+  const answer = await fetch(`${tls.admissionUrl}/validate`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(review),
+  });
+  t.is(answer.status, 200);
+  const body = (await answer.json()) as { response: { uid: string; allowed: boolean } };
+  t.deepEqual(body.response, { uid: review.request.uid, allowed: true });
 });

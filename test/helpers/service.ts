@@ -39,6 +39,8 @@ export interface TestService {
   url: string;
   /** The engine's SIP port (roles with the engine). */
   sipPort: number | undefined;
+  /** The admission webhook over HTTPS (the operator role with ADMISSION_TLS_DIR). */
+  admissionUrl: string | undefined;
   databaseUrl: string;
   pool: pg.Pool;
   logs: string[];
@@ -111,6 +113,7 @@ export async function startService(
   return {
     url: service.url,
     sipPort: service.sipPort,
+    admissionUrl: service.admissionUrl,
     databaseUrl: database.url,
     pool,
     logs,
