@@ -6,11 +6,12 @@
  * a second operator waits for the lead.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
+import { parseAllDocuments } from 'yaml';
 import { Registry } from 'prom-client';
 import { createMember } from '../core/identity/members.ts';
 import { PostgresResourceStore } from '../core/resources/postgres-store.ts';
@@ -21,6 +22,7 @@ import { startService, type TestService, workspaceWithUser } from './helpers/ser
 let service: TestService;
 let store: PostgresResourceStore;
 const namespace = 'switchboard';
+const examplesDir = fileURLToPath(new URL('../examples/', import.meta.url));
 
 test.before(async () => {
   service = await startService({}, ['api', 'operator']);
@@ -482,4 +484,61 @@ test('with ADMISSION_TLS_DIR the operator serves the admission webhook over HTTP
   t.is(answer.status, 200);
   const body = (await answer.json()) as { response: { uid: string; allowed: boolean } };
   t.deepEqual(body.response, { uid: review.request.uid, allowed: true });
+});
+
+test('examples/ applied as written: the queue and the plan reconcile and answer the REST API; the endpoint’s Secret needs a cluster', async (t) => {
+  const documents = (
+    await Promise.all(
+      (await readdir(examplesDir))
+        .filter((name) => name.endsWith('.yaml'))
+        .sort()
+        .map(async (name) =>
+          parseAllDocuments(await readFile(path.join(examplesDir, name), 'utf8')).map((doc) => doc.toJS()),
+        ),
+    )
+  ).flat() as Array<{ kind: string; metadata: { name: string }; spec?: Record<string, unknown> }>;
+  const custom = documents.filter((doc) => ['Queue', 'RoutingPlan', 'WebhookEndpoint'].includes(doc.kind));
+  const plan = custom.find((doc) => doc.kind === 'RoutingPlan');
+  const { applicationId, workspaceId } = plan?.spec as { applicationId: string; workspaceId: string };
+  // The workspace the examples name, with its fixed id.
+  const { apiKey } = await service.application(applicationId);
+  await service.pool.query(
+    `INSERT INTO workspaces (id, application_id, external_workspace_id, name, timezone, destination_policy, limits)
+     VALUES ($1, $2, 'example', 'Example', 'UTC', '{}', '{}')`,
+    [workspaceId, applicationId],
+  );
+  // Other tests here use the same namespace: the examples' names get a prefix.
+  for (const doc of custom) doc.metadata.name = `examples-${doc.metadata.name}`;
+  for (const doc of custom) {
+    await apply({ kind: doc.kind as Resource['kind'], name: doc.metadata.name, spec: doc.spec ?? {} });
+  }
+  const queue = custom.find((doc) => doc.kind === 'Queue') as unknown as {
+    metadata: { name: string };
+    spec: { id: string };
+  };
+  await until('Queue', queue.metadata.name, (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  const ready = await until(
+    'RoutingPlan',
+    plan?.metadata.name as string,
+    (r) => condition(r, 'Ready')?.status === 'True',
+    'Ready',
+  );
+  t.like(ready.status, { newestVersion: 1, publishedVersion: 1, issues: [] });
+  const planId = (plan?.spec as { id: string }).id;
+  const rest = (path: string) => service.request('GET', `/api/v1${path}`, { auth: apiKey, workspaceId });
+  const shownPlan = await rest(`/routing-plans/${planId}`);
+  t.is(shownPlan.status, 200, shownPlan.text);
+  t.like(shownPlan.body, { name: 'Front desk', state: 'published', publishedVersion: 1 });
+  t.deepEqual(shownPlan.body.definition, plan?.spec?.definition);
+  const shownQueue = await rest(`/queues/${queue.spec.id}`);
+  t.is(shownQueue.status, 200, shownQueue.text);
+  // Its signing secret is in a Kubernetes Secret: without a cluster the endpoint says so and waits.
+  const endpoint = custom.find((doc) => doc.kind === 'WebhookEndpoint') as { metadata: { name: string } };
+  const waiting = await until(
+    'WebhookEndpoint',
+    endpoint.metadata.name,
+    (r) => condition(r, 'Ready') !== undefined,
+    'status',
+  );
+  t.is(condition(waiting, 'Ready')?.reason, 'SecretsUnavailable');
 });
