@@ -184,7 +184,7 @@ function startSipp(args: string[], dir: string): Sipp {
 /** A test/sipp scenario with its placeholders filled (as test/helpers/sipp.ts does), written to `dir`. */
 async function scenario(name: string, dir: string, replacements: Record<string, string>): Promise<string> {
   const template = await readFile(path.join(scenarios, `${name}.xml`), 'utf8');
-  const filled = Object.entries({ MEDIA: '', HOLD_MS: '1000', STATUS: '404', ...replacements }).reduce(
+  const filled = Object.entries({ MEDIA: '', BEFORE_ACK: '', HOLD_MS: '1000', STATUS: '404', ...replacements }).reduce(
     (text, [placeholder, value]) => text.replaceAll(placeholder, value),
     template,
   );

@@ -132,6 +132,21 @@ test('an INVITE to a number without a published plan gets 404', async (t) => {
   t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
 });
 
+test('a plan that hangs up at once waits for the caller’s ACK before its BYE (RFC 3261 section 15)', async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  // The caller takes 900 ms to acknowledge the 200; sip.js refuses a BYE before the ACK, which must not be lost.
+  const run = await runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { BEFORE_ACK: '<pause milliseconds="900"/>' },
+    timeoutSeconds: 20,
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const { events } = await endedCall(e164);
+  t.like(events.at(-1)?.payload, { call: { endReason: 'plan_hangup' } });
+});
+
 test('a caller who cancels before the answer: 200 for the CANCEL, 487 for the INVITE; the call ends caller_cancelled', async (t) => {
   const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
   // The engine answers as soon as the call's records are written; holding the number's row back (writing a call

@@ -97,9 +97,15 @@ function beep(): Int16Array {
   return samples;
 }
 
+/** How long a BYE waits for the caller's ACK: the 200's server transaction gives up after 64 × T1 (32 s). */
+const ackWaitMs = 32_000;
+
 class ActiveCall implements CallControl {
   ended = false;
   private readonly gone = new AbortController();
+  /** The caller's ACK for our 200 came: only then may our BYE go (RFC 3261 section 15). */
+  private acknowledged = false;
+  private readonly ackWaiters: Array<() => void> = [];
   private readonly keys: string[] = [];
   private keyWaiter: ((key: string | undefined) => void) | undefined;
 
@@ -394,8 +400,31 @@ class ActiveCall implements CallControl {
     this.handler.options.log.warn({ callId: this.row.id, what }, detail);
   }
 
-  /** Our side ends the call: BYE, then the record. */
+  /** The caller acknowledged our 200. */
+  acked(): void {
+    this.acknowledged = true;
+    for (const wake of this.ackWaiters.splice(0)) wake();
+  }
+
+  /** Resolves once the caller's ACK came, the call ended, or the 200's transaction gave up on the ACK. */
+  private ackOrGiveUp(): Promise<void> {
+    if (this.acknowledged || this.ended) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ackWaitMs);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.ackWaiters.push(done);
+      this.gone.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
   async hangup(reason: string): Promise<void> {
+    if (this.ended) return;
+    // A plan that hangs up at once (a one-step hangup plan) gets here before the ACK; sip.js then refuses the BYE.
+    await this.ackOrGiveUp();
     if (this.ended) return;
     try {
       this.session.bye();
@@ -541,6 +570,9 @@ export class InboundCalls {
     this.calls.set(row.id, call);
     this.options.metrics.active.set(this.calls.size);
     response.session.delegate = {
+      onAck: () => call.acked(),
+      // The caller never acknowledged our 200: a BYE may go now (RFC 3261 section 15).
+      onAckTimeout: () => call.acked(),
       onBye: (bye) => {
         bye.accept();
         void call.finish('caller_hangup');

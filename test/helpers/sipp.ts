@@ -1,6 +1,6 @@
 /**
  * sipp (Debian's sip-tester) as the carrier: runs a scenario of test/sipp/ against an engine, with the scenario's
- * placeholders (MEDIA, ON_ANSWER, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
+ * placeholders (MEDIA, ON_ANSWER, BEFORE_ACK, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
  * call of the run followed the scenario.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -46,6 +46,7 @@ export async function runSipp(options: {
   const filled = Object.entries({
     MEDIA: '',
     ON_ANSWER: '',
+    BEFORE_ACK: '',
     HOLD_MS: '1000',
     STATUS: '404',
     ...options.replacements,
