@@ -423,15 +423,25 @@ class ActiveCall implements CallControl {
   /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
   async hangup(reason: string): Promise<void> {
     if (this.ended) return;
-    // A plan that hangs up at once (a one-step hangup plan) gets here before the ACK; sip.js then refuses the BYE.
-    await this.ackOrGiveUp();
-    if (this.ended) return;
-    try {
-      this.session.bye();
-    } catch {
-      // The dialog may be gone already (the caller's BYE crossed ours).
+    // A plan that hangs up at once (a one-step hangup plan) can get here before the caller's ACK: sip.js then
+    // refuses the BYE, which goes once the ACK comes (or the 200's transaction gives up).
+    if (!this.sendBye()) {
+      await this.ackOrGiveUp();
+      if (this.ended) return;
+      this.sendBye();
     }
     await this.finish(reason);
+  }
+
+  /** False only when sip.js refused the BYE for want of the caller's ACK. */
+  private sendBye(): boolean {
+    try {
+      this.session.bye();
+      return true;
+    } catch (error) {
+      // Otherwise the dialog may be gone already (the caller's BYE crossed ours).
+      return !(error instanceof Error && error.message.includes('until it has received an ACK'));
+    }
   }
 
   /** The caller hung up (BYE) or the call cannot go on. */
