@@ -24,7 +24,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,7 @@ import { startRoles } from '../core/roles.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
 import { runCli } from '../test/helpers/cli.ts';
 import { freePort } from '../test/helpers/free-port.ts';
+import { writeScenario } from '../test/helpers/sipp.ts';
 import { scratchDatabase } from './database.ts';
 
 const rate = Number(process.env.BENCH_CALLS_RATE ?? 200);
@@ -52,7 +53,6 @@ const targetRunSeconds = Number(process.env.BENCH_CALLS_TARGET_SECONDS ?? 10);
 
 const audioPcap = '/usr/share/sip-tester/g711a.pcap';
 const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
-const scenarios = fileURLToPath(new URL('../test/sipp/', import.meta.url));
 const clockTicks = (() => {
   try {
     return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -179,18 +179,6 @@ function startSipp(args: string[], dir: string): Sipp {
     child.once('exit', (code) => resolve({ code, output }));
   });
   return { child, done };
-}
-
-/** A test/sipp scenario with its placeholders filled (as test/helpers/sipp.ts does), written to `dir`. */
-async function scenario(name: string, dir: string, replacements: Record<string, string>): Promise<string> {
-  const template = await readFile(path.join(scenarios, `${name}.xml`), 'utf8');
-  const filled = Object.entries({ MEDIA: '', BEFORE_ACK: '', HOLD_MS: '1000', STATUS: '404', ...replacements }).reduce(
-    (text, [placeholder, value]) => text.replaceAll(placeholder, value),
-    template,
-  );
-  const file = path.join(dir, `${name}-${randomUUID()}.xml`);
-  await writeFile(file, filled);
-  return file;
 }
 
 /** The UAC arguments shared by every run: this side's addresses, the load, the statistics file. */
@@ -442,7 +430,7 @@ try {
   if (baseline.successful === 0) throw new Error(`the baseline completed no call: ${baseline.output}`);
 
   // 2. The engine, a one-step hangup plan: a short warm-up, the same offered load, then the target rate.
-  const answered = await scenario('answered', work, { MEDIA: '' });
+  const answered = await writeScenario('answered', work, { MEDIA: '' });
   const engineTarget = ['-sf', answered, '-s', hangupNumber.slice(1), `127.0.0.1:${sipPort}`];
   process.stdout.write('warming up the engine ...\n');
   let since = await now();
@@ -478,7 +466,7 @@ try {
   const holdMs = holdSeconds * 1000;
   const loops = Math.max(1, Math.floor(holdMs / pcap.ms));
   const play = `<nop><action><exec play_pcap_audio="${audioPcap}"/></action></nop><pause milliseconds="${pcap.ms}"/>`;
-  const held = await scenario('caller-hangs-up', work, {
+  const held = await writeScenario('caller-hangs-up', work, {
     MEDIA: play.repeat(loops),
     HOLD_MS: String(Math.max(0, holdMs - loops * pcap.ms)),
   });
@@ -488,7 +476,7 @@ try {
   await uacRun({
     scenarioArgs: [
       '-sf',
-      await scenario('caller-hangs-up', work, { HOLD_MS: '1500' }),
+      await writeScenario('caller-hangs-up', work, { HOLD_MS: '1500' }),
       '-s',
       voicemailNumber.slice(1),
       `127.0.0.1:${sipPort}`,

@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
@@ -15,7 +15,7 @@ import { registerApi } from '../api/server.ts';
 import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
 import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { DatabaseLeadership, type RunningOperator, startOperator } from '../operator/operator.ts';
-import { registerAdmissionRoutes } from '../operator/admission.ts';
+import { admissionServer, registerAdmissionRoutes } from '../operator/admission.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
@@ -108,8 +108,18 @@ export async function startRoles(
     });
     await delivery.start();
   }
-  // The call engine (docs/calls.md): under `all` and `engine`.
   let calls: CallEngine | undefined;
+  let operator: RunningOperator | undefined;
+  let admission: FastifyInstance | undefined;
+  /** Stops what has started, in order: calls end with a BYE; deliveries in flight finish while HTTP drains. */
+  const stopAll = async () => {
+    for (const timer of timers) clearInterval(timer);
+    await calls?.close();
+    await Promise.all([app.close(), delivery?.close(), operator?.close(), admission?.close()]);
+    await deliveryPool?.end();
+    await database.close();
+  };
+  // The call engine (docs/calls.md): under `all` and `engine`.
   if (roles.has('engine')) {
     try {
       calls = await startCallEngine({
@@ -122,15 +132,12 @@ export async function startRoles(
         ...(options.clock ? { clock: options.clock } : {}),
       });
     } catch (error) {
-      await Promise.all([app.close(), delivery?.close()]);
-      await deliveryPool?.end();
-      await database.close();
+      await stopAll();
       throw error;
     }
   }
   // The operator (docs/kubernetes.md): under `all` and `operator`. Without a cluster it reconciles the custom
   // resources kept in PostgreSQL, leading by an advisory lock.
-  let operator: RunningOperator | undefined;
   if (roles.has('operator')) {
     operator = startOperator({
       pool: database.pool,
@@ -150,20 +157,16 @@ export async function startRoles(
     });
   }
   // The admission webhook over HTTPS (Kubernetes calls webhooks over TLS only), when the operator has a certificate.
-  let admission: FastifyInstance | undefined;
   if (roles.has('operator') && config.admission.tlsDir !== undefined) {
     try {
       const [cert, key] = await Promise.all([
         readFile(path.join(config.admission.tlsDir, 'tls.crt')),
         readFile(path.join(config.admission.tlsDir, 'tls.key')),
       ]);
-      admission = Fastify({ https: { cert, key }, bodyLimit: config.bodyLimit, logger: false });
-      registerAdmissionRoutes(admission, database.pool);
+      admission = admissionServer(database.pool, { cert, key }, config.bodyLimit);
       await admission.listen({ port: config.admission.port, host: config.host });
     } catch (error) {
-      await Promise.all([app.close(), delivery?.close(), operator?.close(), calls?.close()]);
-      await deliveryPool?.end();
-      await database.close();
+      await stopAll();
       throw error;
     }
   }
@@ -184,12 +187,7 @@ export async function startRoles(
       admission === undefined ? undefined : `https://localhost:${(admission.server.address() as AddressInfo).port}`,
     close() {
       closing ??= (async () => {
-        for (const timer of timers) clearInterval(timer);
-        // Calls end with a BYE; deliveries in flight finish (each within its 10 s limit) while the HTTP server drains.
-        await calls?.close();
-        await Promise.all([app.close(), delivery?.close(), operator?.close(), admission?.close()]);
-        await deliveryPool?.end();
-        await database.close();
+        await stopAll();
         log.info('switchboard stopped');
       })();
       return closing;

@@ -5,13 +5,17 @@
  * workspace facts); a `Queue` that a routing plan uses cannot be deleted. Everything else is allowed. A body that is
  * not an AdmissionReview gets 400 in the service's error envelope.
  */
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { ApiError } from '../core/errors.ts';
+import { toApiError } from '../core/http.ts';
 import type pg from 'pg';
 import { RoutingPlanSpec } from '../core/resources/kinds.ts';
 import { workspaceFacts } from '../core/routing/facts.ts';
-import { plansUsing } from '../core/routing/usage.ts';
-import { type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
+import { plansUsing, usedBy } from '../core/routing/usage.ts';
+import { isUuid } from '../core/ids.ts';
+import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
 import { compileStrict } from '../core/validation.ts';
+import { workspaceOfApplication } from './resources.ts';
 
 interface AdmissionRequest {
   uid: string;
@@ -59,11 +63,7 @@ export async function review(pool: pg.Pool, request: AdmissionRequest): Promise<
       return denied(422, 'Invalid', 'the RoutingPlan spec does not match its schema', causes);
     }
     const plan = spec as RoutingPlanSpec;
-    const workspace = await pool.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
-      plan.workspaceId,
-      plan.applicationId,
-    ]);
-    if (workspace.rowCount === 0) {
+    if (!(await workspaceOfApplication(pool, plan.workspaceId, plan.applicationId))) {
       return denied(422, 'Invalid', `spec.workspaceId: no workspace ${plan.workspaceId} in ${plan.applicationId}`, [
         { field: 'spec.workspaceId', message: 'not a workspace of the application' },
       ]);
@@ -71,25 +71,16 @@ export async function review(pool: pg.Pool, request: AdmissionRequest): Promise<
     const facts = await workspaceFacts(pool, plan.workspaceId, referencesOf(plan.definition), false);
     const result = validateDefinition(plan.definition, facts);
     if (result.valid) return { allowed: true };
-    const causes = issueCauses(result.issues);
-    return denied(
-      422,
-      'Invalid',
-      `invalid_plan: the definition has ${causes.length} problem${causes.length === 1 ? '' : 's'}: ${causes
-        .slice(0, 5)
-        .map((cause) => `${cause.field}: ${cause.message}`)
-        .join('; ')}`,
-      causes,
-    );
+    return denied(422, 'Invalid', `invalid_plan: ${describeIssues(result.issues)}`, issueCauses(result.issues));
   }
   if (request.kind.kind === 'Queue' && request.operation === 'DELETE') {
     const old = request.oldObject;
     const queueId = old?.spec?.id ?? old?.metadata?.uid;
-    if (queueId === undefined) return { allowed: true };
+    // Plans name queues by UUID: anything else names no queue a plan could use.
+    if (typeof queueId !== 'string' || !isUuid(queueId)) return { allowed: true };
     const plans = await plansUsing(pool, 'queue', queueId);
     if (plans.length === 0) return { allowed: true };
-    const names = plans.map((plan) => `"${plan.name}" (${plan.id})`).join(', ');
-    return denied(409, 'Conflict', `in_use: this queue is used by routing plan ${names}`);
+    return denied(409, 'Conflict', `in_use: this queue is ${usedBy(plans)}`);
   }
   return { allowed: true };
 }
@@ -108,14 +99,12 @@ function isReview(body: unknown): body is { apiVersion: string; kind: string; re
 }
 
 export function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): void {
-  app.post('/validate', async (request, reply) => {
+  app.post('/validate', async (request) => {
     if (!isReview(request.body)) {
-      return reply.code(400).send({
-        error: {
-          code: 'invalid_request',
-          message: 'the body must be an admission.k8s.io/v1 AdmissionReview with a request (uid, kind, operation)',
-        },
-      });
+      throw new ApiError(
+        'invalid_request',
+        'the body must be an admission.k8s.io/v1 AdmissionReview with a request (uid, kind, operation)',
+      );
     }
     const verdict = await review(pool, request.body.request);
     return {
@@ -124,4 +113,22 @@ export function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): vo
       response: { uid: request.body.request.uid, ...verdict },
     };
   });
+}
+
+/**
+ * The admission webhook's own HTTPS server (Kubernetes calls webhooks over TLS only): `POST /validate`, with every
+ * error (an unreadable body, a failure) in the service's envelope, as on the main server.
+ */
+export function admissionServer(pool: pg.Pool, tls: { cert: Buffer; key: Buffer }, bodyLimit: number): FastifyInstance {
+  const app = Fastify({ https: tls, bodyLimit, logger: false });
+  app.setErrorHandler(async (error, _request, reply) => {
+    const apiError = toApiError(error);
+    return reply.code(apiError.status).send(apiError.body());
+  });
+  app.setNotFoundHandler(async (request, reply) => {
+    const error = new ApiError('not_found', `no such path: ${request.method} ${request.url.split('?')[0]}`);
+    return reply.code(error.status).send(error.body());
+  });
+  registerAdmissionRoutes(app, pool);
+  return app;
 }

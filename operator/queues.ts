@@ -6,32 +6,28 @@
  */
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
-import type { QueueSpec } from '../core/resources/kinds.ts';
+import { unknownMembers } from '../core/identity/members.ts';
+import { QueueSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
-import { plansUsing } from '../core/routing/usage.ts';
+import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import type { ReconcileResult } from './controller.ts';
-import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
+import { changedSince, recordIdOf, specCheck, workspaceOfApplication } from './resources.ts';
+import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
 
 export const queueFinalizer = 'switchboard.dev/queue-in-use';
 
+const checkSpec = specCheck(QueueSpec);
+
 /** How soon a deletion waiting on plans looks again (a plan's change also frees it). */
 const inUseRecheckMs = 10_000;
-
-export function queueIdOf(resource: Resource): string {
-  return (resource.spec as QueueSpec).id ?? resource.metadata.uid;
-}
 
 type Outcome = { ready: ConditionInput; requeueAfterMs?: number } | 'stale';
 
 async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource): Promise<Outcome> {
   const spec = resource.spec as QueueSpec;
-  const queueId = queueIdOf(resource);
+  const queueId = recordIdOf(resource);
   return inTransaction(pool, async (db) => {
-    const workspace = await db.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
-      spec.workspaceId,
-      spec.applicationId,
-    ]);
-    if (workspace.rowCount === 0) {
+    if (!(await workspaceOfApplication(db, spec.workspaceId, spec.applicationId))) {
       const message = `no workspace ${spec.workspaceId} in ${spec.applicationId}`;
       return { ready: ready('False', 'WorkspaceNotFound', message), requeueAfterMs: 30_000 };
     }
@@ -39,19 +35,13 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       'SELECT workspace_id FROM queues WHERE id = $1 FOR UPDATE',
       [queueId],
     );
-    const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
-    if (current?.metadata.resourceVersion !== resource.metadata.resourceVersion) return 'stale';
+    if (await changedSince(store, resource)) return 'stale';
     const owner = existing.rows[0]?.workspace_id;
     if (owner !== undefined && owner !== spec.workspaceId) {
       return { ready: ready('False', 'IdTaken', `queue ${queueId} belongs to another workspace`) };
     }
     const members = spec.members.map((id) => id.toLowerCase());
-    const found = await db.query<{ id: string }>(
-      'SELECT id FROM members WHERE workspace_id = $1 AND id = ANY ($2::uuid[])',
-      [spec.workspaceId, members],
-    );
-    const known = new Set(found.rows.map((row) => row.id));
-    const unknown = members.filter((id) => !known.has(id));
+    const unknown = await unknownMembers(db, spec.workspaceId, members);
     if (unknown.length > 0) {
       const message = `not members of the workspace: ${unknown.join(', ')}`;
       return { ready: ready('False', 'UnknownMembers', message), requeueAfterMs: 30_000 };
@@ -68,10 +58,6 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
   });
 }
 
-function ready(status: ConditionInput['status'], reason: string, message: string): ConditionInput {
-  return { type: 'Ready', status, reason, message };
-}
-
 /** Deletes the record of a deleted resource unless plans use it; the plans that do, otherwise. */
 async function remove(pool: pg.Pool, queueId: string): Promise<Array<{ id: string; name: string }>> {
   return inTransaction(pool, async (db) => {
@@ -83,26 +69,25 @@ async function remove(pool: pg.Pool, queueId: string): Promise<Array<{ id: strin
 }
 
 export function queueReconciler(pool: pg.Pool, store: ResourceStore, clock: () => Date = () => new Date()) {
-  const status = (resource: Resource, condition: ConditionInput) =>
-    writeStatus(store, resource, {
-      observedGeneration: resource.metadata.generation,
-      conditions: conditions(resource.status.conditions, [condition], resource.metadata.generation, clock()),
-    });
+  const status = (resource: Resource, condition: ConditionInput) => writeReady(store, resource, condition, clock());
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
     if (resource.metadata.deletionTimestamp !== undefined) {
       if (!resource.metadata.finalizers.includes(queueFinalizer)) return;
-      const plans = await remove(pool, queueIdOf(resource));
+      const plans = await remove(pool, recordIdOf(resource));
       if (plans.length === 0) {
         await keepFinalizer(store, resource, queueFinalizer, false);
         return;
       }
-      const names = plans.map((plan) => `"${plan.name}" (${plan.id})`).join(', ');
-      await status(resource, ready('False', 'InUse', `deletion waits: used by routing plan ${names}`));
+      await status(resource, ready('False', 'InUse', `deletion waits: ${usedBy(plans)}`));
       return { requeueAfterMs: inUseRecheckMs };
     }
-    await keepFinalizer(store, resource, queueFinalizer, true);
-    const fresh = (await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name)) ?? resource;
+    const fresh = (await keepFinalizer(store, resource, queueFinalizer, true)) ?? resource;
+    const invalid = checkSpec(fresh.spec);
+    if (invalid !== undefined) {
+      await status(fresh, ready('False', 'InvalidSpec', invalid));
+      return;
+    }
     const outcome = await converge(pool, store, fresh);
     if (outcome === 'stale') return { requeueAfterMs: 0 };
     await status(fresh, outcome.ready);

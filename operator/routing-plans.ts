@@ -9,15 +9,22 @@
  */
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
-import type { RoutingPlanSpec } from '../core/resources/kinds.ts';
+import { Type } from 'typebox';
+import { RoutingPlanSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { workspaceFacts } from '../core/routing/facts.ts';
 import { insertVersion } from '../core/routing/plan-records.ts';
-import { type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
+import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
 import type { ReconcileResult } from './controller.ts';
+import { changedSince, recordIdOf, specCheck, workspaceOfApplication } from './resources.ts';
 import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
 
 export const planFinalizer = 'switchboard.dev/routing-plan-records';
+
+/** The spec's shape; the definition is the validator's to judge, with its issue codes. */
+const checkSpec = specCheck(
+  Type.Object({ ...RoutingPlanSpec.properties, definition: Type.Unknown() }, { additionalProperties: false }),
+);
 
 interface PlanRecord {
   workspace_id: string;
@@ -44,11 +51,6 @@ const condition = (
   message: string,
 ): ConditionInput => ({ type, status, reason, message });
 
-/** The plan's record id: the spec's `id`, or (a resource written without one) its uid. */
-export function planIdOf(resource: Resource): string {
-  return (resource.spec as RoutingPlanSpec).id ?? resource.metadata.uid;
-}
-
 async function readRecord(db: pg.PoolClient, planId: string, definition: unknown): Promise<PlanRecord | undefined> {
   const result = await db.query<PlanRecord>(
     `SELECT p.workspace_id, p.name, p.newest_version, p.published_version, p.archived_at,
@@ -66,13 +68,9 @@ const stale = Symbol('stale');
 
 async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource): Promise<Outcome | typeof stale> {
   const spec = resource.spec as RoutingPlanSpec;
-  const planId = planIdOf(resource);
+  const planId = recordIdOf(resource);
   return inTransaction(pool, async (db) => {
-    const workspace = await db.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
-      spec.workspaceId,
-      spec.applicationId,
-    ]);
-    if (workspace.rowCount === 0) {
+    if (!(await workspaceOfApplication(db, spec.workspaceId, spec.applicationId))) {
       return {
         conditions: [
           condition('Valid', 'Unknown', 'WorkspaceNotFound', 'the workspace is not one of the application'),
@@ -86,10 +84,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       };
     }
     let record = await readRecord(db, planId, spec.definition);
-    // Holding the plan's lock: a request that changed records and resource together has committed; if it changed
-    // the resource, this pass would undo it with an old spec.
-    const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
-    if (current?.metadata.resourceVersion !== resource.metadata.resourceVersion) return stale;
+    if (await changedSince(store, resource)) return stale;
     if (record !== undefined && (record.workspace_id !== spec.workspaceId || record.archived_at !== null)) {
       const why = record.archived_at !== null ? 'was archived' : 'belongs to another workspace';
       return {
@@ -130,7 +125,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       // Invalid before anything was recorded: nothing to publish, nothing for calls to run.
       return {
         conditions: [
-          condition('Valid', 'False', 'Invalid', summary(validation.issues)),
+          condition('Valid', 'False', 'Invalid', describeIssues(validation.issues)),
           condition('Published', 'False', 'Invalid', 'an invalid definition is never published'),
           condition('Ready', 'False', 'Invalid', 'fix the definition'),
         ],
@@ -173,7 +168,9 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
         record.published_version = wanted;
       } else {
         publishIssue =
-          check === undefined ? `version ${wanted} does not exist` : `version ${wanted}: ${summary(check.issues)}`;
+          check === undefined
+            ? `version ${wanted} does not exist`
+            : `version ${wanted}: ${describeIssues(check.issues)}`;
       }
     }
     const published = record.published_version;
@@ -181,7 +178,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       conditions: [
         validation.valid
           ? condition('Valid', 'True', 'Validated', `version ${record.newest_version} is this definition`)
-          : condition('Valid', 'False', 'Invalid', summary(validation.issues)),
+          : condition('Valid', 'False', 'Invalid', describeIssues(validation.issues)),
         publishIssue !== undefined
           ? condition('Published', 'False', 'PublishRefused', publishIssue)
           : published === null
@@ -196,14 +193,6 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       publishedVersion: published,
     };
   });
-}
-
-function summary(issues: readonly PlanIssue[]): string {
-  const errors = issues.filter((issue) => issue.severity === 'error');
-  const first = errors[0];
-  if (first === undefined) return 'valid';
-  const where = first.stepId === null ? '' : `${first.stepId}: `;
-  return `${errors.length} problem${errors.length === 1 ? '' : 's'}, first ${where}${first.message}`;
 }
 
 /** Archives the plan of a deleted resource; false while numbers are assigned to it. */
@@ -236,7 +225,7 @@ export function routingPlanReconciler(
 ) {
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
-    const planId = planIdOf(resource);
+    const planId = recordIdOf(resource);
     if (resource.metadata.deletionTimestamp !== undefined) {
       if (!resource.metadata.finalizers.includes(planFinalizer)) return;
       if (await archive(pool, planId)) {
@@ -255,8 +244,24 @@ export function routingPlanReconciler(
       });
       return { requeueAfterMs: 10_000 };
     }
-    await keepFinalizer(store, resource, planFinalizer, true);
-    const fresh = (await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name)) ?? resource;
+    const fresh = (await keepFinalizer(store, resource, planFinalizer, true)) ?? resource;
+    const invalid = checkSpec(fresh.spec);
+    if (invalid !== undefined) {
+      await writeStatus(store, fresh, {
+        observedGeneration: fresh.metadata.generation,
+        conditions: conditions(
+          fresh.status.conditions,
+          [
+            condition('Valid', 'False', 'InvalidSpec', invalid),
+            condition('Published', 'Unknown', 'InvalidSpec', 'nothing recorded'),
+            condition('Ready', 'False', 'InvalidSpec', invalid),
+          ],
+          fresh.metadata.generation,
+          clock(),
+        ),
+      });
+      return;
+    }
     const outcome = await converge(pool, store, fresh);
     if (outcome === stale) return { requeueAfterMs: 0 };
     if (

@@ -52,15 +52,35 @@ export async function writeStatus(
   });
 }
 
-/** Adds or removes one finalizer, leaving the others. */
-export async function keepFinalizer(store: ResourceStore, resource: Resource, finalizer: string, keep: boolean) {
+/**
+ * Adds or removes one finalizer, leaving the others; returns the resource as it now is (undefined once a removal let
+ * a resource marked for deletion go).
+ */
+export async function keepFinalizer(
+  store: ResourceStore,
+  resource: Resource,
+  finalizer: string,
+  keep: boolean,
+): Promise<Resource | undefined> {
   const has = resource.metadata.finalizers.includes(finalizer);
-  if (has === keep) return;
+  if (has === keep) return resource;
   const finalizers = keep
     ? [...resource.metadata.finalizers, finalizer]
     : resource.metadata.finalizers.filter((name) => name !== finalizer);
-  await store.setFinalizers(resource.kind, resource.metadata.namespace, resource.metadata.name, finalizers, {
+  return store.setFinalizers(resource.kind, resource.metadata.namespace, resource.metadata.name, finalizers, {
     fieldManager: operatorFieldManager,
     resourceVersion: resource.metadata.resourceVersion,
+  });
+}
+
+export function ready(status: ConditionInput['status'], reason: string, message: string): ConditionInput {
+  return { type: 'Ready', status, reason, message };
+}
+
+/** A status of one `Ready` condition (queues, webhook endpoints), for the resource's current generation. */
+export function writeReady(store: ResourceStore, resource: Resource, condition: ConditionInput, now: Date) {
+  return writeStatus(store, resource, {
+    observedGeneration: resource.metadata.generation,
+    conditions: conditions(resource.status.conditions, [condition], resource.metadata.generation, now),
   });
 }

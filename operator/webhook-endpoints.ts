@@ -8,15 +8,18 @@
  */
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
-import type { WebhookEndpointSpec } from '../core/resources/kinds.ts';
+import { WebhookEndpointSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../core/webhooks/url.ts';
-import { maxEndpointsPerApplication } from '../core/webhooks/limits.ts';
+import { maxEndpointsPerApplication, roomForEndpoint } from '../core/webhooks/limits.ts';
 import type { ReconcileResult } from './controller.ts';
-import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
+import { changedSince, recordIdOf, specCheck } from './resources.ts';
+import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
 
 export const endpointFinalizer = 'switchboard.dev/webhook-endpoint-record';
+
+const checkSpec = specCheck(WebhookEndpointSpec);
 
 /** Where `secretRef`s are read: Kubernetes Secrets in a cluster; none without one. */
 export interface SecretSource {
@@ -31,17 +34,6 @@ export interface WebhookEndpointSettings {
   secrets?: SecretSource;
 }
 
-export function endpointIdOf(resource: Resource): string {
-  return (resource.spec as WebhookEndpointSpec).id ?? resource.metadata.uid;
-}
-
-const ready = (status: ConditionInput['status'], reason: string, message: string): ConditionInput => ({
-  type: 'Ready',
-  status,
-  reason,
-  message,
-});
-
 async function converge(
   pool: pg.Pool,
   store: ResourceStore,
@@ -49,7 +41,7 @@ async function converge(
   settings: WebhookEndpointSettings,
 ): Promise<ConditionInput | 'stale'> {
   const spec = resource.spec as WebhookEndpointSpec;
-  const endpointId = endpointIdOf(resource);
+  const endpointId = recordIdOf(resource);
   const url = checkWebhookUrl(spec.url, { allowPrivateNetworks: settings.allowPrivateNetworks });
   if (!url.ok) return ready('False', 'InvalidUrl', `spec.url ${url.problem}`);
   let secret: string | undefined;
@@ -64,29 +56,19 @@ async function converge(
     }
   }
   return inTransaction(pool, async (db) => {
-    const application = await db.query('SELECT 1 FROM applications WHERE id = $1 FOR NO KEY UPDATE', [
-      spec.applicationId,
-    ]);
-    if (application.rowCount === 0)
-      return ready('False', 'ApplicationNotFound', `no application ${spec.applicationId}`);
     const existing = await db.query<{ application_id: string }>(
       'SELECT application_id FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
       [endpointId],
     );
-    const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
-    if (current?.metadata.resourceVersion !== resource.metadata.resourceVersion) return 'stale';
+    if (await changedSince(store, resource)) return 'stale';
     const owner = existing.rows[0]?.application_id;
     if (owner !== undefined && owner !== spec.applicationId) {
       return ready('False', 'IdTaken', `endpoint ${endpointId} belongs to another application`);
     }
-    if (owner === undefined) {
-      const counted = await db.query<{ count: string }>(
-        'SELECT count(*) FROM webhook_endpoints WHERE application_id = $1',
-        [spec.applicationId],
-      );
-      if (Number(counted.rows[0]?.count) >= maxEndpointsPerApplication) {
-        return ready('False', 'LimitExceeded', `the application has ${maxEndpointsPerApplication} endpoints already`);
-      }
+    const room = owner === undefined ? await roomForEndpoint(db, spec.applicationId) : 'room';
+    if (room === 'no_application') return ready('False', 'ApplicationNotFound', `no application ${spec.applicationId}`);
+    if (room === 'full') {
+      return ready('False', 'LimitExceeded', `the application has ${maxEndpointsPerApplication} endpoints already`);
     }
     const sealed = sealSecret(settings.secretsKey, secret ?? newSigningSecret());
     await db.query(
@@ -125,20 +107,19 @@ export function webhookEndpointReconciler(
     if (resource.metadata.deletionTimestamp !== undefined) {
       if (!resource.metadata.finalizers.includes(endpointFinalizer)) return;
       await pool.query('DELETE FROM webhook_endpoints WHERE id = $1 AND application_id = $2', [
-        endpointIdOf(resource),
+        recordIdOf(resource),
         (resource.spec as WebhookEndpointSpec).applicationId,
       ]);
       await keepFinalizer(store, resource, endpointFinalizer, false);
       return;
     }
-    await keepFinalizer(store, resource, endpointFinalizer, true);
-    const fresh = (await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name)) ?? resource;
-    const outcome = await converge(pool, store, fresh, settings);
+    const fresh = (await keepFinalizer(store, resource, endpointFinalizer, true)) ?? resource;
+    const invalid = checkSpec(fresh.spec);
+    const outcome =
+      invalid === undefined ? await converge(pool, store, fresh, settings) : ready('False', 'InvalidSpec', invalid);
     if (outcome === 'stale') return { requeueAfterMs: 0 };
-    await writeStatus(store, fresh, {
-      observedGeneration: fresh.metadata.generation,
-      conditions: conditions(fresh.status.conditions, [outcome], fresh.metadata.generation, clock()),
-    });
-    return outcome.status === 'True' ? undefined : { requeueAfterMs: 30_000 };
+    await writeReady(store, fresh, outcome, clock());
+    // Retried: a Secret, an application or room for the endpoint may come; a spec the schema refuses never will.
+    return outcome.status === 'True' || invalid !== undefined ? undefined : { requeueAfterMs: 30_000 };
   };
 }

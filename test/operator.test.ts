@@ -542,3 +542,28 @@ test('examples/ applied as written: the queue and the plan reconcile and answer 
   );
   t.is(condition(waiting, 'Ready')?.reason, 'SecretsUnavailable');
 });
+
+test('a resource whose spec breaks its kind’s schema is reported InvalidSpec and reaches no record', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const queueId = randomUUID();
+  await apply({
+    kind: 'Queue',
+    name: 'odd-strategy',
+    spec: {
+      id: queueId,
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      name: 'Odd',
+      strategy: 'random',
+      wrapUpSecs: 0,
+      members: [],
+    },
+  });
+  const refused = await until('Queue', 'odd-strategy', (r) => condition(r, 'Ready') !== undefined, 'status');
+  t.like(condition(refused, 'Ready'), { status: 'False', reason: 'InvalidSpec' });
+  t.regex(
+    (refused.status.conditions as Array<{ message: string }>)[0]?.message ?? '',
+    /^spec\.strategy must be one of/,
+  );
+  t.is((await api(setup)('GET', `/queues/${queueId}`)).status, 404);
+});

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
+import { unknownMembers } from '../../core/identity/members.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { QueueMembers, QueueName, type QueueSpec, QueueStrategy, WrapUpSecs } from '../../core/resources/kinds.ts';
 import type { WorkspaceRef } from '../auth.ts';
@@ -66,12 +67,7 @@ async function checkMembers(db: Queryable, workspaceId: string, members: string[
   const ids = members.map((id) => id.toLowerCase());
   const repeated = ids.find((id, index) => ids.indexOf(id) !== index);
   if (repeated !== undefined) throw new ApiError('invalid_request', `members: ${repeated} is listed twice`);
-  const found = await db.query<{ id: string }>(
-    'SELECT id FROM members WHERE workspace_id = $1 AND id = ANY ($2::uuid[])',
-    [workspaceId, ids],
-  );
-  const known = new Set(found.rows.map((row) => row.id));
-  const unknown = ids.filter((id) => !known.has(id));
+  const unknown = await unknownMembers(db, workspaceId, ids);
   if (unknown.length > 0) {
     throw new ApiError('invalid_request', `members: not members of this workspace: ${unknown.join(', ')}`);
   }

@@ -14,7 +14,7 @@ import { type NumberRow, numberColumns, numberUpdated } from '../../core/numbers
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
 import { insertVersion } from '../../core/routing/plan-records.ts';
-import { type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
+import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
@@ -131,14 +131,7 @@ async function checkForSave(db: Queryable, workspaceId: string, definition: unkn
 }
 
 function invalidPlan(issues: PlanIssue[]): ApiError {
-  const errors = issues.filter((issue) => issue.severity === 'error');
-  const first = errors[0];
-  const summary = first === undefined ? '' : `: ${first.stepId === null ? '' : `${first.stepId}: `}${first.message}`;
-  return new ApiError(
-    'invalid_plan',
-    `the definition has ${errors.length} problem${errors.length === 1 ? '' : 's'}${summary}`,
-    { extra: { issues } },
-  );
+  return new ApiError('invalid_plan', describeIssues(issues), { extra: { issues } });
 }
 
 /** Writes the plan's custom resource (spec as the API holds it) and its status. */

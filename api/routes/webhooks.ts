@@ -10,7 +10,7 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { WebhookDescription, WebhookEventTypes, WebhookUrl } from '../../core/resources/kinds.ts';
 import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../../core/webhooks/url.ts';
-import { maxEndpointsPerApplication } from '../../core/webhooks/limits.ts';
+import { maxEndpointsPerApplication, roomForEndpoint } from '../../core/webhooks/limits.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
@@ -177,14 +177,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
     handler: async ({ db, body, principal }) => {
       const applicationId = principal.applicationId as string;
       const url = checkedUrl(services, body.url);
-      // One creation at a time per application, so that two concurrent creates cannot both pass the count. NO KEY
-      // UPDATE leaves the foreign-key checks of other writers (events, workspaces) unblocked.
-      await db.query('SELECT 1 FROM applications WHERE id = $1 FOR NO KEY UPDATE', [applicationId]);
-      const counted = await db.query<{ count: string }>(
-        'SELECT count(*) FROM webhook_endpoints WHERE application_id = $1',
-        [applicationId],
-      );
-      if (Number(counted.rows[0]?.count) >= maxEndpointsPerApplication) {
+      if ((await roomForEndpoint(db, applicationId)) !== 'room') {
         throw new ApiError(
           'limit_exceeded',
           `an application has at most ${maxEndpointsPerApplication} webhook endpoints; delete one first`,

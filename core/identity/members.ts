@@ -48,3 +48,13 @@ export async function createMember(
     throw error;
   }
 }
+
+/** Of `ids` (lowercase UUIDs), those that are not members of the workspace. */
+export async function unknownMembers(db: Queryable, workspaceId: string, ids: readonly string[]): Promise<string[]> {
+  const found = await db.query<{ id: string }>(
+    'SELECT id FROM members WHERE workspace_id = $1 AND id = ANY ($2::uuid[])',
+    [workspaceId, ids],
+  );
+  const known = new Set(found.rows.map((row) => row.id));
+  return ids.filter((id) => !known.has(id));
+}

@@ -27,15 +27,20 @@ export async function plansUsing(db: Queryable, what: Referenced, id: string): P
   return result.rows;
 }
 
-/** Throws 409 `in_use` naming the plans that use it. */
-export async function refuseWhenUsed(db: Queryable, what: Referenced, id: string): Promise<void> {
-  const plans = await plansUsing(db, what, id);
-  if (plans.length === 0) return;
+/** `used by routing plan "Front desk" (<id>), ...`: the first five of the plans that use something. */
+export function usedBy(plans: ReadonlyArray<{ id: string; name: string }>): string {
   const names = plans
     .slice(0, 5)
     .map((plan) => `"${plan.name}" (${plan.id})`)
     .join(', ');
-  throw new ApiError('in_use', `this ${what} is used by routing plan ${names}${plans.length > 5 ? ' and more' : ''}`, {
+  return `used by routing plan ${names}${plans.length > 5 ? ' and more' : ''}`;
+}
+
+/** Throws 409 `in_use` naming the plans that use it. */
+export async function refuseWhenUsed(db: Queryable, what: Referenced, id: string): Promise<void> {
+  const plans = await plansUsing(db, what, id);
+  if (plans.length === 0) return;
+  throw new ApiError('in_use', `this ${what} is ${usedBy(plans)}`, {
     extra: { routingPlanIds: plans.map((plan) => plan.id) },
   });
 }

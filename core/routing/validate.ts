@@ -710,3 +710,11 @@ export function validateDefinition(
   }
   return finish();
 }
+
+/** One line for a definition's errors: how many, and the first (`the definition has 2 problems: menu: ...`). */
+export function describeIssues(issues: readonly PlanIssue[]): string {
+  const errors = issues.filter((issue) => issue.severity === 'error');
+  const first = errors[0];
+  const summary = first === undefined ? '' : `: ${first.stepId === null ? '' : `${first.stepId}: `}${first.message}`;
+  return `the definition has ${errors.length} problem${errors.length === 1 ? '' : 's'}${summary}`;
+}

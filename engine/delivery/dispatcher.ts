@@ -322,13 +322,14 @@ export class Dispatcher {
         delivered.push(head.sequence);
         continue;
       }
-      await this.recordFailure(lane, head, sameHead, startedAt, result, delivered);
+      await this.failed(lane, head, sameHead, startedAt, result, delivered);
       return;
     }
     await this.releases.release(lane, delivered);
   }
 
-  private async recordFailure(
+  /** A failed attempt: the lane backs off (or parks) with what the run acknowledged before it recorded. */
+  private async failed(
     lane: ClaimedLane,
     head: HeadEvent,
     sameHead: boolean,

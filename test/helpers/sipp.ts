@@ -4,6 +4,7 @@
  * call of the run followed the scenario.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +13,29 @@ import { freeUdpPort } from './free-port.ts';
 
 export const dtmfPcap = (digit: string) => `/usr/share/sip-tester/dtmf_2833_${digit}.pcap`;
 export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
+
+/**
+ * Writes test/sipp/<name>.xml into `dir` with its placeholders filled: `replacements`, then the defaults (MEDIA,
+ * ON_ANSWER and BEFORE_ACK empty, HOLD_MS 1000, STATUS 404). Returns the file's path.
+ */
+export async function writeScenario(
+  name: string,
+  dir: string,
+  replacements: Record<string, string> = {},
+): Promise<string> {
+  const template = await readFile(fileURLToPath(new URL(`../sipp/${name}.xml`, import.meta.url)), 'utf8');
+  const filled = Object.entries({
+    MEDIA: '',
+    ON_ANSWER: '',
+    BEFORE_ACK: '',
+    HOLD_MS: '1000',
+    STATUS: '404',
+    ...replacements,
+  }).reduce((text, [placeholder, value]) => text.replaceAll(placeholder, value), template);
+  const file = path.join(dir, `${name}-${randomUUID()}.xml`);
+  await writeFile(file, filled);
+  return file;
+}
 
 /** The MEDIA placeholder's value that plays a pcap (RTP) to the engine. */
 export function playPcap(file: string): string {
@@ -42,20 +66,10 @@ export async function runSipp(options: {
   limit?: number;
   timeoutSeconds?: number;
 }): Promise<SippRun> {
-  const template = await readFile(fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url)), 'utf8');
-  const filled = Object.entries({
-    MEDIA: '',
-    ON_ANSWER: '',
-    BEFORE_ACK: '',
-    HOLD_MS: '1000',
-    STATUS: '404',
-    ...options.replacements,
-  }).reduce((text, [name, value]) => text.replaceAll(name, value), template);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-'));
   try {
-    const scenario = path.join(dir, 'scenario.xml');
+    const scenario = await writeScenario(options.scenario, dir, options.replacements);
     const errors = path.join(dir, 'errors.log');
-    await writeFile(scenario, filled);
     const localIp = options.localIp ?? '127.0.0.1';
     const args = [
       '-sf',
@@ -117,20 +131,10 @@ export function startSippServer(options: {
   const finished = (async (): Promise<SippRun> => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-uas-'));
     try {
-      let scenario = ['-sn', 'uas'];
-      if (options.scenario !== 'uas') {
-        const template = await readFile(
-          fileURLToPath(new URL(`../sipp/${options.scenario}.xml`, import.meta.url)),
-          'utf8',
-        );
-        const filled = Object.entries(options.replacements ?? {}).reduce(
-          (text, [name, value]) => text.replaceAll(name, value),
-          template,
-        );
-        const file = path.join(dir, 'scenario.xml');
-        await writeFile(file, filled);
-        scenario = ['-sf', file];
-      }
+      const scenario =
+        options.scenario === 'uas'
+          ? ['-sn', 'uas']
+          : ['-sf', await writeScenario(options.scenario, dir, options.replacements)];
       if (stopped) return { code: null, stdout: '', stderr: 'stopped before it started', errors: '' };
       const running = spawn(
         'sipp',

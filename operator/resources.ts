@@ -1,0 +1,42 @@
+/**
+ * What every reconciler asks of a resource: the id of its record, whether its spec is one the API would take, whether
+ * the workspace it names is the application's, and whether it changed while a reconcile waited for a lock.
+ */
+import type { TSchema } from 'typebox';
+import type { Queryable } from '../core/database.ts';
+import type { Resource, ResourceStore } from '../core/resources/store.ts';
+import { compileStrict, describeValidationError } from '../core/validation.ts';
+
+/** The record's id: the spec's `id`, or (a resource written without one) its uid. */
+export function recordIdOf(resource: Resource): string {
+  return (resource.spec as { id?: string }).id ?? resource.metadata.uid;
+}
+
+/**
+ * A check of a kind's spec against its schema: undefined when it passes, otherwise the problem (`spec.strategy must
+ * be one of ...`). A cluster's API server checks the CRD's schema before a resource is stored; without a cluster
+ * nothing has, so the reconcilers check before a spec reaches a record.
+ */
+export function specCheck(schema: TSchema): (spec: unknown) => string | undefined {
+  const check = compileStrict(schema);
+  return (spec) => (check(spec) ? undefined : describeValidationError('spec', check.errors ?? []));
+}
+
+/** Whether the workspace is one of the application's. */
+export async function workspaceOfApplication(db: Queryable, workspaceId: string, applicationId: string) {
+  const found = await db.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
+    workspaceId,
+    applicationId,
+  ]);
+  return found.rowCount !== 0;
+}
+
+/**
+ * Whether the resource changed since `resource` was read. A reconcile asks while it holds its record's lock: a
+ * request that wrote record and resource together has committed by then, and a pass with the older spec would undo
+ * it (the newer one is queued and runs next).
+ */
+export async function changedSince(store: ResourceStore, resource: Resource): Promise<boolean> {
+  const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
+  return current?.metadata.resourceVersion !== resource.metadata.resourceVersion;
+}
