@@ -114,6 +114,29 @@ export const settings: readonly Setting[] = [
       'Namespace of the custom resources (routing plans, queues) the API writes: the Kubernetes namespace in a cluster, a name in PostgreSQL without one.',
   },
   {
+    name: 'RESOURCE_STORE',
+    default: 'auto',
+    meaning:
+      'Where the custom resources live: `kubernetes` (the cluster of the pod, or of `KUBECONFIG`), `postgres` (a table, without a cluster), or `auto`: `kubernetes` inside a pod, `postgres` elsewhere.',
+  },
+  {
+    name: 'KUBECONFIG',
+    default: '~/.kube/config',
+    meaning:
+      'With `RESOURCE_STORE=kubernetes` outside a pod: the kubeconfig whose current context is the cluster (of a list, the first file).',
+  },
+  {
+    name: 'LEASE_NAMESPACE',
+    default: '(the pod’s namespace, else RESOURCE_NAMESPACE)',
+    meaning: 'Namespace of the operator’s leader-election Lease, in a cluster.',
+  },
+  {
+    name: 'ENGINE_DATABASE_SECRET',
+    default: 'switchboard-database/url',
+    meaning:
+      'The Secret and key (`name/key`, in the Engine’s namespace) holding DATABASE_URL for the engine pods the operator runs.',
+  },
+  {
     name: 'WEBHOOK_CONCURRENCY',
     default: '64',
     meaning: 'Webhook attempts one engine process makes at once (each stream has at most one in flight).',
@@ -151,6 +174,14 @@ export interface Config {
   webhookConcurrency: number;
   /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
   resourceNamespace: string;
+  /** RESOURCE_STORE, LEASE_NAMESPACE and ENGINE_DATABASE_SECRET: the cluster, when the resources live in one. */
+  kubernetes: {
+    store: 'auto' | 'postgres' | 'kubernetes';
+    /** KUBECONFIG's first file, when set. */
+    kubeconfig: string | undefined;
+    leaseNamespace: string | undefined;
+    engineDatabaseSecret: { name: string; key: string };
+  };
   /** `host` is bound; `advertisedHost` goes in URIs, Via and SDP. */
   sip: { host: string; port: number; advertisedHost: string };
   rtp: { host: string; portMin: number; portMax: number };
@@ -222,6 +253,24 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+function kubernetesSettings(env: Env): Config['kubernetes'] {
+  const store = text(env, 'RESOURCE_STORE') ?? 'auto';
+  if (store !== 'auto' && store !== 'postgres' && store !== 'kubernetes') {
+    throw new ConfigError(`RESOURCE_STORE must be auto, postgres or kubernetes, got "${store}"`);
+  }
+  const secret = text(env, 'ENGINE_DATABASE_SECRET') ?? 'switchboard-database/url';
+  const match = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)\/([-._a-zA-Z0-9]{1,253})$/.exec(secret);
+  if (match === null) {
+    throw new ConfigError(`ENGINE_DATABASE_SECRET must be <secret name>/<key>, got "${secret}"`);
+  }
+  return {
+    store,
+    kubeconfig: (text(env, 'KUBECONFIG') ?? '').split(path.delimiter).find((entry) => entry !== ''),
+    leaseNamespace: text(env, 'LEASE_NAMESPACE') === undefined ? undefined : namespace(env, 'LEASE_NAMESPACE'),
+    engineDatabaseSecret: { name: match[1] as string, key: match[3] as string },
+  };
+}
+
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -261,6 +310,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
+    kubernetes: kubernetesSettings(env),
     sip: sipSettings(env),
     rtp: rtpSettings(env),
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',

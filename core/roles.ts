@@ -14,6 +14,12 @@ import { LoginVerifier } from '../api/oidc.ts';
 import { registerApi } from '../api/server.ts';
 import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
 import { PostgresResourceStore } from './resources/postgres-store.ts';
+import { clusterOf } from './resources/cluster.ts';
+import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
+import { KubernetesEngineChildren } from '../operator/engine-children.ts';
+import { KubernetesEvents } from '../operator/events.ts';
+import { LeaseLeadership } from '../operator/lease.ts';
+import { KubernetesSecrets } from '../operator/secrets.ts';
 import { DatabaseLeadership, type RunningOperator, startOperator } from '../operator/operator.ts';
 import { admissionServer, registerAdmissionRoutes } from '../operator/admission.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
@@ -48,6 +54,9 @@ export async function startRoles(
   } = {},
 ): Promise<RunningService> {
   const log = pino({ level: config.logLevel, serializers: { err: errorForLog } }, options.logStream ?? process.stdout);
+  // In a cluster the custom resources are the cluster's; without one, a PostgreSQL table (docs/kubernetes.md).
+  const cluster = roles.has('api') || roles.has('operator') ? clusterOf(config) : undefined;
+  const clusterStore = cluster === undefined ? undefined : new KubernetesResourceStore(cluster.config);
   const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
   const registry = createMetricsRegistry();
   const app = createHttpServer({
@@ -70,7 +79,7 @@ export async function startRoles(
       logins: config.oidc ? new LoginVerifier(config.oidc) : undefined,
       implemented: new Map(),
       // Without a cluster the custom resources live in PostgreSQL, written in the request's own transaction.
-      resources: (db) => new PostgresResourceStore(db),
+      resources: (db) => clusterStore ?? new PostgresResourceStore(db),
     });
     const purge = () =>
       purgeIdempotencyRecords(database.pool).catch((error) => log.warn({ err: error }, 'idempotency purge failed'));
@@ -139,20 +148,41 @@ export async function startRoles(
   // The operator (docs/kubernetes.md): under `all` and `operator`. Without a cluster it reconciles the custom
   // resources kept in PostgreSQL, leading by an advisory lock.
   if (roles.has('operator')) {
+    const operatorLog = log.child({ component: 'operator' });
+    const secrets = cluster === undefined ? undefined : new KubernetesSecrets(cluster.config);
     operator = startOperator({
       pool: database.pool,
-      store: new PostgresResourceStore(database.pool, {
-        pool: database.pool,
-        url: database.url,
-        log: (message) => log.warn({ component: 'operator' }, message),
-      }),
+      store:
+        clusterStore ??
+        new PostgresResourceStore(database.pool, {
+          pool: database.pool,
+          url: database.url,
+          log: (message) => operatorLog.warn(message),
+        }),
       namespace: config.resourceNamespace,
       registry,
-      log: log.child({ component: 'operator' }),
-      leadership: new DatabaseLeadership(database.url),
+      log: operatorLog,
+      leadership:
+        cluster === undefined
+          ? new DatabaseLeadership(database.url)
+          : new LeaseLeadership(cluster.config, { namespace: cluster.leaseNamespace, log: operatorLog }),
+      ...(cluster === undefined ? {} : { events: new KubernetesEvents(cluster.config) }),
       webhooks: {
         secretsKey: (keys as SigningKeys).webhookSecrets,
         allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+        ...(secrets === undefined ? {} : { secrets }),
+      },
+      engines: {
+        carrierSecretsKey: (keys as SigningKeys).carrierSecrets,
+        ...(secrets === undefined ? {} : { secrets }),
+        ...(cluster === undefined
+          ? {}
+          : {
+              cluster: {
+                children: new KubernetesEngineChildren(cluster.config),
+                pool: { databaseSecret: config.kubernetes.engineDatabaseSecret, logLevel: config.logLevel },
+              },
+            }),
       },
     });
   }

@@ -7,6 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Resource, ResourceKind, ResourceStore, Watch } from '../core/resources/store.ts';
+import { conditionEvents, type EventRecorder } from './events.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { WorkQueue } from './work-queue.ts';
 
@@ -31,6 +32,8 @@ export interface ControllerOptions {
   concurrency?: number;
   /** The watchdog: a full relist this often. Default 5 minutes. */
   relistMs?: number;
+  /** Hears every change of a condition seen on the kind (Kubernetes Events in a cluster). */
+  events?: EventRecorder;
 }
 
 export class Controller {
@@ -41,6 +44,8 @@ export class Controller {
   private relistFailures = 0;
   private relisting: Promise<void> | undefined;
   private closed = false;
+  /** Each resource as last seen (by list or watch), to tell which conditions changed. */
+  private readonly seen = new Map<string, Resource>();
 
   constructor(private readonly options: ControllerOptions) {
     const { kind } = options;
@@ -90,13 +95,23 @@ export class Controller {
       await this.watch?.stop();
       this.watch = undefined;
       const listed = await store.list(kind, namespace);
-      for (const item of listed.items) this.queue.add(item.metadata.name);
+      const listedNames = new Set<string>();
+      for (const item of listed.items) {
+        listedNames.add(item.metadata.name);
+        this.saw(item, !this.seen.has(item.metadata.name));
+        this.queue.add(item.metadata.name);
+      }
+      for (const name of this.seen.keys()) if (!listedNames.has(name)) this.seen.delete(name);
       this.options.metrics.relists.inc({ kind });
       this.watch = await store.watch(
         kind,
         namespace,
         listed.resourceVersion,
-        (event) => this.queue.add(event.object.metadata.name),
+        (event) => {
+          if (event.type === 'DELETED') this.seen.delete(event.object.metadata.name);
+          else this.saw(event.object, false);
+          this.queue.add(event.object.metadata.name);
+        },
         (error) => {
           log.warn({ err: error, kind }, 'watch ended; listing again');
           this.scheduleRelist();
@@ -106,6 +121,19 @@ export class Controller {
     } catch (error) {
       log.warn({ err: error, kind }, 'list or watch failed; trying again');
       this.scheduleRelist();
+    }
+  }
+
+  /** Keeps the resource as seen and, unless this is the first sight of it, records its conditions' changes. */
+  private saw(resource: Resource, first: boolean): void {
+    const before = this.seen.get(resource.metadata.name);
+    this.seen.set(resource.metadata.name, resource);
+    const { events, log, kind } = this.options;
+    if (first || events === undefined) return;
+    for (const event of conditionEvents(before, resource)) {
+      events
+        .record(resource, event)
+        .catch((error: unknown) => log.warn({ err: error, kind, name: resource.metadata.name }, 'event not recorded'));
     }
   }
 

@@ -9,14 +9,21 @@ import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { ResourceStore } from '../core/resources/store.ts';
 import { Controller, type OperatorLog } from './controller.ts';
+import { engineReconciler, type EngineSettings } from './engines.ts';
+import { type EventRecorder, LoggedEvents } from './events.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { queueReconciler } from './queues.ts';
 import { routingPlanReconciler } from './routing-plans.ts';
 import { type WebhookEndpointSettings, webhookEndpointReconciler } from './webhook-endpoints.ts';
 
-/** Leadership among operator processes: `acquire` resolves once this one leads; `close` lets go. */
+/**
+ * Leadership among operator processes: `acquire` resolves once this one leads; `lost` then resolves if the lead ends
+ * without `close` (a Lease not renewed in time, the lock's connection gone), and the operator steps down and becomes
+ * a candidate again; `close` lets go.
+ */
 export interface Leadership {
   acquire(signal: AbortSignal): Promise<void>;
+  readonly lost: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -25,6 +32,7 @@ const leaderLockKey = 7_305_142_211;
 
 export class DatabaseLeadership implements Leadership {
   private client: pg.Client | undefined;
+  lost: Promise<void> = new Promise(() => {});
 
   constructor(
     private readonly databaseUrl: string,
@@ -38,12 +46,20 @@ export class DatabaseLeadership implements Leadership {
         application_name: 'switchboard-operator-lead',
       });
       // A connection lost while leading ends this process's leadership with it; the lock goes with the connection.
-      client.on('error', () => {});
+      let dropped = () => {};
+      const lost = new Promise<void>((resolve) => {
+        dropped = resolve;
+      });
+      client.on('error', () => dropped());
+      client.on('end', () => dropped());
       try {
         await client.connect();
         const taken = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [leaderLockKey]);
         if (taken.rows[0]?.ok === true && !signal.aborted) {
           this.client = client;
+          this.lost = lost.then(() => {
+            if (this.client === client) this.client = undefined;
+          });
           return;
         }
       } catch {
@@ -70,6 +86,10 @@ export interface OperatorOptions {
   leadership: Leadership;
   /** Sealing signing secrets, private networks, and where `secretRef`s are read (none without a cluster). */
   webhooks: WebhookEndpointSettings;
+  /** Engine pools: carriers, and in a cluster the pools' children. */
+  engines: EngineSettings;
+  /** Where condition changes are told: Kubernetes Events in a cluster, the log without one. */
+  events?: EventRecorder;
   /** The time conditions are stamped with; default the system clock. */
   clock?: () => Date;
   relistMs?: number;
@@ -78,15 +98,24 @@ export interface OperatorOptions {
 export interface RunningOperator {
   /** Resolves true once this process leads and its controllers have listed; false when closed before that. */
   readonly leading: Promise<boolean>;
+  /** Whether this process leads now. */
+  isLeading(): boolean;
   /** Resolves when every queued reconcile has run (tests). */
   settled(): Promise<void>;
   close(): Promise<void>;
 }
 
-export function startOperator(options: OperatorOptions): RunningOperator {
-  const metrics = new OperatorMetrics(options.registry);
+/** One term of leadership: the controllers of every kind, started together and closed together. */
+function controllersFor(options: OperatorOptions, metrics: OperatorMetrics): Controller[] {
   const { pool, store, namespace, log } = options;
-  const common = { namespace, store, metrics, log, ...(options.relistMs ? { relistMs: options.relistMs } : {}) };
+  const common = {
+    namespace,
+    store,
+    metrics,
+    log,
+    events: options.events ?? new LoggedEvents(log),
+    ...(options.relistMs ? { relistMs: options.relistMs } : {}),
+  };
   const queues = new Controller({ ...common, kind: 'Queue', reconcile: queueReconciler(pool, store, options.clock) });
   // A plan archived or changed may free queues whose deletion waits on plans: look at those again now.
   const queuesWaiting = () => {
@@ -107,19 +136,51 @@ export function startOperator(options: OperatorOptions): RunningOperator {
     kind: 'WebhookEndpoint',
     reconcile: webhookEndpointReconciler(pool, store, options.webhooks, options.clock),
   });
-  const controllers = [plans, queues, webhooks];
+  const engines = new Controller({
+    ...common,
+    kind: 'Engine',
+    reconcile: engineReconciler(pool, store, options.engines, options.clock),
+  });
+  return [plans, queues, webhooks, engines];
+}
+
+export function startOperator(options: OperatorOptions): RunningOperator {
+  const metrics = new OperatorMetrics(options.registry);
+  const { namespace, log, leadership } = options;
   const stop = new AbortController();
-  const leading = (async () => {
-    await options.leadership.acquire(stop.signal);
-    if (stop.signal.aborted) return false;
-    metrics.leader.set(1);
-    log.info({ namespace }, 'operator leads; reconciling');
-    await Promise.all(controllers.map((controller) => controller.start()));
-    return true;
+  const stopped = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve()));
+  let controllers: Controller[] = [];
+  let leads = false;
+  let firstLead: (leading: boolean) => void = () => {};
+  const leading = new Promise<boolean>((resolve) => {
+    firstLead = resolve;
+  });
+  // Terms of leadership until closed: lead, reconcile until the lead is lost, step down, be a candidate again.
+  const terms = (async () => {
+    while (!stop.signal.aborted) {
+      await leadership.acquire(stop.signal);
+      if (stop.signal.aborted) break;
+      metrics.leader.set(1);
+      leads = true;
+      log.info({ namespace }, 'operator leads; reconciling');
+      controllers = controllersFor(options, metrics);
+      await Promise.all(controllers.map((controller) => controller.start()));
+      firstLead(true);
+      await Promise.race([leadership.lost, stopped]);
+      leads = false;
+      metrics.leader.set(0);
+      await Promise.all(controllers.map((controller) => controller.close()));
+      if (!stop.signal.aborted) log.warn({ namespace }, 'operator lost the lead; stopped reconciling');
+    }
+    firstLead(false);
   })();
-  leading.catch((error: unknown) => log.warn({ err: error }, 'operator could not start'));
+  terms.catch((error: unknown) => {
+    log.warn({ err: error }, 'operator stopped');
+    firstLead(false);
+  });
   return {
     leading,
+    isLeading: () => leads,
     async settled() {
       await leading;
       // A reconcile of one kind can queue another (none does yet); settle until all are idle together.
@@ -127,10 +188,8 @@ export function startOperator(options: OperatorOptions): RunningOperator {
     },
     async close() {
       stop.abort();
-      await leading.catch(() => false);
-      await Promise.all(controllers.map((controller) => controller.close()));
-      metrics.leader.set(0);
-      await options.leadership.close();
+      await terms.catch(() => {});
+      await leadership.close();
     },
   };
 }

@@ -516,7 +516,7 @@ test('RBAC: namespaced Roles of least privilege for the operator and the API, bo
     ),
     ...each(
       ['apps/deployments', '/services', '/configmaps', 'policy/poddisruptionbudgets'],
-      'create,get,list,patch,watch',
+      'create,delete,get,list,patch,watch',
     ),
     ...each(['/events', 'events.k8s.io/events'], 'create,patch'),
     '/secrets': 'get',
@@ -527,7 +527,6 @@ test('RBAC: namespaced Roles of least privilege for the operator and the API, bo
       kindsOf.map((kind) => `switchboard.dev/${kind}`),
       'create,delete,get,list,patch,update,watch',
     ),
-    '/secrets': 'create,get,patch',
   });
   // Where each Role lives: the resources' namespace, and the Lease beside the operator.
   const namespaceOf = (doc: RenderedDoc | undefined) => doc?.action(at(doc.object, 'metadata.namespace'));
@@ -584,7 +583,17 @@ test('the API and operator Deployments: their command, probes, ports, settings f
     [],
     'every env name is a setting of core/config.ts',
   );
-  for (const name of ['DATABASE_URL', 'PORT', 'OPERATOR_HTTP_PORT', 'RESOURCE_NAMESPACE', 'LOG_LEVEL', 'HOST']) {
+  for (const name of [
+    'DATABASE_URL',
+    'PORT',
+    'OPERATOR_HTTP_PORT',
+    'RESOURCE_NAMESPACE',
+    'RESOURCE_STORE',
+    'LEASE_NAMESPACE',
+    'ENGINE_DATABASE_SECRET',
+    'LOG_LEVEL',
+    'HOST',
+  ]) {
     t.true(envNames.includes(name), name);
   }
   // DATABASE_URL comes from a Secret: database.existingSecret, or the one the chart makes from database.url.
@@ -593,6 +602,14 @@ test('the API and operator Deployments: their command, probes, ports, settings f
   const secret = ofKind('Secret').find((doc) => doc.file === 'database-secret.yaml');
   t.is(secret?.action(at(secret.object, 'stringData.url')), '.Values.database.url | quote');
   t.regex(template('database-secret.yaml'), /^\{\{- if not \.Values\.database\.existingSecret \}\}$/m);
+  // In the cluster the resources are the cluster's; the Lease beside the operator; the engine pods' database URL
+  // from the same Secret.
+  t.regex(helpers, /- name: RESOURCE_STORE\n\s+value: kubernetes\n/);
+  t.regex(template('operator.yaml'), /- name: LEASE_NAMESPACE\n\s+value: \{\{ \.Release\.Namespace \| quote \}\}/);
+  t.regex(
+    template('operator.yaml'),
+    /- name: ENGINE_DATABASE_SECRET\n\s+value: \{\{ printf "%s\/%s" \(include "switchboard\.databaseSecretName" \.\) \(include "switchboard\.databaseSecretKey" \.\) \| quote \}\}/,
+  );
 });
 
 test('the admission webhook: plans on create and update, queues on delete, at /validate, with one generated CA', (t) => {

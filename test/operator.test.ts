@@ -6,23 +6,29 @@
  * a second operator waits for the lead.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
-import { parseAllDocuments } from 'yaml';
 import { Registry } from 'prom-client';
-import { createMember } from '../core/identity/members.ts';
 import { PostgresResourceStore } from '../core/resources/postgres-store.ts';
 import type { Resource, ResourceIntent } from '../core/resources/store.ts';
 import { DatabaseLeadership, startOperator } from '../operator/operator.ts';
+import {
+  comparable,
+  condition,
+  exampleDocuments,
+  newMember,
+  reconciled,
+  type Setup,
+  untilResource,
+} from './helpers/resources.ts';
 import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
 let store: PostgresResourceStore;
 const namespace = 'switchboard';
-const examplesDir = fileURLToPath(new URL('../examples/', import.meta.url));
 
 test.before(async () => {
   service = await startService({}, ['api', 'operator']);
@@ -32,8 +38,6 @@ test.before(async () => {
 test.after.always(async () => {
   await service?.close();
 });
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 
 function api(setup: Setup) {
   return (method: string, path: string, body?: unknown) =>
@@ -47,36 +51,9 @@ function api(setup: Setup) {
 const apply = (intent: Omit<ResourceIntent, 'namespace'>) =>
   store.apply({ ...intent, namespace }, { fieldManager: 'gitops-test' });
 
-/** Polls the resource until `check` holds for its current generation's status. */
-async function until(
-  kind: Resource['kind'],
-  name: string,
-  check: (resource: Resource) => boolean,
-  what: string,
-): Promise<Resource> {
-  let last: Resource | undefined;
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
-    last = await store.get(kind, namespace, name);
-    if (last !== undefined && check(last)) return last;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`${kind} ${name}: ${what}; last seen ${JSON.stringify(last?.status)}`);
-}
-
-const condition = (resource: Resource, type: string) =>
-  (
-    resource.status.conditions as Array<{ type: string; status: string; reason: string; observedGeneration: number }>
-  )?.find((entry) => entry.type === type && entry.observedGeneration === resource.metadata.generation);
-const reconciled = (resource: Resource) => resource.status.observedGeneration === resource.metadata.generation;
-
-async function member(setup: Setup) {
-  const row = await createMember(service.pool, {
-    workspaceId: setup.workspace.id,
-    email: `agent-${randomUUID()}@example.com`,
-    scopes: [],
-  });
-  return row.id;
-}
+const until = (kind: Resource['kind'], name: string, check: (resource: Resource) => boolean, what: string) =>
+  untilResource(store, namespace, kind, name, check, what);
+const member = (setup: Setup) => newMember(service, setup);
 
 function planDefinition(queueId: string, prompt = 'Press 1 for sales.') {
   return {
@@ -94,12 +71,6 @@ function planDefinition(queueId: string, prompt = 'Press 1 for sales.') {
       bye: { type: 'hangup', message: null },
     },
   };
-}
-
-/** The REST view without what differs between two workspaces by nature (ids, times). */
-function comparable(body: Record<string, unknown>) {
-  const { id: _id, workspaceId: _ws, createdAt: _c, updatedAt: _u, publishedAt: _p, members: _m, ...rest } = body;
-  return rest;
 }
 
 test('a workspace written as resources gets the same REST answers as one made through the API', async (t) => {
@@ -279,6 +250,7 @@ test('resources the API wrote reconcile to no change; a second operator waits fo
     log: { info() {}, warn() {} },
     leadership: new DatabaseLeadership(service.databaseUrl, 50),
     webhooks: { secretsKey: new Uint8Array(32), allowPrivateNetworks: false },
+    engines: { carrierSecretsKey: new Uint8Array(32) },
   });
   let settledAs: boolean | undefined;
   void second.leading.then((leads) => {
@@ -487,16 +459,7 @@ test('with ADMISSION_TLS_DIR the operator serves the admission webhook over HTTP
 });
 
 test('examples/ applied as written: the queue and the plan reconcile and answer the REST API; the endpoint’s Secret needs a cluster', async (t) => {
-  const documents = (
-    await Promise.all(
-      (await readdir(examplesDir))
-        .filter((name) => name.endsWith('.yaml'))
-        .sort()
-        .map(async (name) =>
-          parseAllDocuments(await readFile(path.join(examplesDir, name), 'utf8')).map((doc) => doc.toJS()),
-        ),
-    )
-  ).flat() as Array<{ kind: string; metadata: { name: string }; spec?: Record<string, unknown> }>;
+  const documents = await exampleDocuments();
   const custom = documents.filter((doc) => ['Queue', 'RoutingPlan', 'WebhookEndpoint'].includes(doc.kind));
   const plan = custom.find((doc) => doc.kind === 'RoutingPlan');
   const { applicationId, workspaceId } = plan?.spec as { applicationId: string; workspaceId: string };
@@ -566,4 +529,48 @@ test('a resource whose spec breaks its kind’s schema is reported InvalidSpec a
     /^spec\.strategy must be one of/,
   );
   t.is((await api(setup)('GET', `/queues/${queueId}`)).status, 404);
+});
+
+test('an endpoint made, changed and deleted through the API is a WebhookEndpoint resource beside its record', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const created = await service.request('POST', '/api/v1/webhooks', {
+    auth: setup.apiKey,
+    body: { url: 'https://hooks.example.com/api-made', eventTypes: ['call.started'], description: 'Made by the API' },
+  });
+  t.is(created.status, 201, created.text);
+  const id = created.body.endpoint.id as string;
+  const resource = await store.get('WebhookEndpoint', namespace, id);
+  t.deepEqual(resource?.spec, {
+    id,
+    applicationId: setup.applicationId,
+    url: 'https://hooks.example.com/api-made',
+    enabled: true,
+    eventTypes: ['call.started'],
+    description: 'Made by the API',
+  });
+  t.is(resource?.metadata.labels['switchboard.dev/application'], setup.applicationId);
+  // The operator finds the record as the API wrote it: Ready, and the secret the API showed is kept.
+  const ready = await until('WebhookEndpoint', id, (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  t.true(ready.metadata.finalizers.includes('switchboard.dev/webhook-endpoint-record'));
+
+  const changed = await service.request('PATCH', `/api/v1/webhooks/${id}`, {
+    auth: setup.apiKey,
+    body: { description: null, eventTypes: null, enabled: false },
+  });
+  t.is(changed.status, 200, changed.text);
+  t.deepEqual((await store.get('WebhookEndpoint', namespace, id))?.spec, {
+    id,
+    applicationId: setup.applicationId,
+    url: 'https://hooks.example.com/api-made',
+    enabled: false,
+  });
+
+  const deleted = await service.request('DELETE', `/api/v1/webhooks/${id}`, { auth: setup.apiKey });
+  t.is(deleted.status, 200, deleted.text);
+  let left = await store.get('WebhookEndpoint', namespace, id);
+  for (const deadline = Date.now() + 20_000; left !== undefined && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    left = await store.get('WebhookEndpoint', namespace, id);
+  }
+  t.is(left, undefined, 'the finalizer ran and the resource went');
 });

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
+import type { WebhookEndpointSpec } from '../../core/resources/kinds.ts';
 import { WebhookDescription, WebhookEventTypes, WebhookUrl } from '../../core/resources/kinds.ts';
 import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../../core/webhooks/url.ts';
@@ -155,6 +156,31 @@ const fieldsOfScope: Record<ReplayScope, readonly string[]> = {
   events: ['eventIds'],
 };
 
+/**
+ * Writes the endpoint's `WebhookEndpoint` custom resource (docs/kubernetes.md) beside its record, in the request's
+ * transaction: the spec as the API holds it, without `secretRef` (the API keeps its secrets sealed in PostgreSQL).
+ */
+async function writeResource(services: Services, db: Queryable, applicationId: string, row: EndpointRow) {
+  const spec: WebhookEndpointSpec = {
+    id: row.id,
+    applicationId,
+    url: row.url,
+    enabled: row.enabled,
+    ...(row.event_types === null ? {} : { eventTypes: row.event_types as WebhookEndpointSpec['eventTypes'] }),
+    ...(row.description === null ? {} : { description: row.description }),
+  };
+  await services.resources(db).apply(
+    {
+      kind: 'WebhookEndpoint',
+      namespace: services.config.resourceNamespace,
+      name: row.id,
+      spec: { ...spec },
+      labels: { 'switchboard.dev/application': applicationId },
+    },
+    { fieldManager: 'switchboard-api' },
+  );
+}
+
 export function webhookRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'createWebhook', {
     schemas: {
@@ -196,7 +222,9 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
           sealSecret(services.keys.webhookSecrets, signingSecret),
         ],
       );
-      return { status: 201, body: { endpoint: endpointJson(result.rows[0] as EndpointRow), signingSecret } };
+      const row = result.rows[0] as EndpointRow;
+      await writeResource(services, db, applicationId, row);
+      return { status: 201, body: { endpoint: endpointJson(row), signingSecret } };
     },
   });
 
@@ -283,6 +311,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
       );
       const row = result.rows[0];
       if (row === undefined) throw endpointNotFound();
+      await writeResource(services, db, principal.applicationId as string, row);
       return { status: 200, body: endpointJson(row) };
     },
   });
@@ -303,6 +332,9 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
       );
       const row = result.rows[0];
       if (row === undefined) throw endpointNotFound();
+      await services
+        .resources(db)
+        .delete('WebhookEndpoint', services.config.resourceNamespace, row.id, { fieldManager: 'switchboard-api' });
       return { status: 200, body: endpointJson(row) };
     },
   });

@@ -50,6 +50,8 @@ export async function addCarrier(
     transport?: string;
     username?: string;
     password?: string;
+    /** The Engine resource (`namespace/name`) declaring the carrier; none when added by hand. */
+    engine?: string;
   },
 ): Promise<Omit<Carrier, 'password'> & { hasPassword: boolean }> {
   if (!namePattern.test(input.name)) {
@@ -64,9 +66,12 @@ export async function addCarrier(
     throw new CarrierInputError('--username and --password go together');
   }
   const result = await db.query<Omit<Carrier, 'password'> & { password: string | null }>(
-    `INSERT INTO carriers (name, address, port, transport, username, password) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO carriers (name, address, port, transport, username, password, engine)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (name) DO UPDATE SET address = excluded.address, port = excluded.port,
        transport = excluded.transport, username = excluded.username, password = excluded.password
+     -- A carrier declared by an Engine resource changes only there (and one added by hand only by hand).
+     WHERE carriers.engine IS NOT DISTINCT FROM excluded.engine
      RETURNING name, address, port, transport, username, password`,
     [
       input.name,
@@ -75,9 +80,21 @@ export async function addCarrier(
       transport,
       input.username ?? null,
       input.password === undefined ? null : sealSecret(secretsKey, input.password),
+      input.engine ?? null,
     ],
   );
-  const row = result.rows[0] as Carrier;
+  const row = result.rows[0] as Carrier | undefined;
+  if (row === undefined) {
+    const owner = await db.query<{ engine: string | null }>('SELECT engine FROM carriers WHERE name = $1', [
+      input.name,
+    ]);
+    const engine = owner.rows[0]?.engine;
+    throw new CarrierInputError(
+      engine === null || engine === undefined
+        ? `carrier "${input.name}" was added with \`switchboard carriers add\`; change it there or remove it first`
+        : `carrier "${input.name}" is declared by the Engine resource ${engine}; change it there`,
+    );
+  }
   return {
     name: row.name,
     address: row.address,

@@ -123,6 +123,8 @@ The settings both the API and the operator take (core/config.ts names), as conta
   value: {{ .Values.shutdownTimeoutMs | int64 | quote }}
 - name: RESOURCE_NAMESPACE
   value: {{ include "switchboard.resourceNamespace" . | quote }}
+- name: RESOURCE_STORE
+  value: kubernetes
 - name: WEBHOOK_ALLOW_PRIVATE_NETWORKS
   value: {{ .Values.webhookAllowPrivateNetworks | quote }}
 {{- if .Values.switchboardSecret.existingSecret }}
