@@ -527,6 +527,7 @@ test('RBAC: namespaced Roles of least privilege for the operator and the API, bo
       kindsOf.map((kind) => `switchboard.dev/${kind}`),
       'create,delete,get,list,patch,update,watch',
     ),
+    'switchboard.dev/routingplans/status': 'get,patch,update',
   });
   // Where each Role lives: the resources' namespace, and the Lease beside the operator.
   const namespaceOf = (doc: RenderedDoc | undefined) => doc?.action(at(doc.object, 'metadata.namespace'));
