@@ -5,7 +5,7 @@
  * `hangupRequested`).
  */
 import type { FastifyInstance } from 'fastify';
-import type pg from 'pg';
+import pg from 'pg';
 import { Type } from 'typebox';
 import { announce, callControlChannel } from '../../core/change-notices.ts';
 import type { Queryable } from '../../core/database.ts';
@@ -127,10 +127,7 @@ async function workspaceCall(db: Queryable, id: string, workspaceId: string): Pr
   return result.rows[0];
 }
 
-/**
- * A pool connection, waited for no longer than `ms`. The hangup handler already holds one connection (its
- * idempotent transaction): when every connection of the pool is held that way, an unbounded wait would never end.
- */
+/** A pool connection, waited for no longer than `ms` (the database may be unreachable: answer 503, not hang). */
 async function poolClient(pool: pg.Pool, ms: number): Promise<pg.PoolClient> {
   const pending = pool.connect();
   let timer: NodeJS.Timeout | undefined;
@@ -154,6 +151,16 @@ async function poolClient(pool: pg.Pool, ms: number): Promise<pg.PoolClient> {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function callRoutes(app: FastifyInstance, services: Services) {
+  // Hangup notices go out on connections of their own: under load every connection of the main pool can be held by
+  // request transactions (each hangup holds one while it waits for the engine), and the notice must not queue
+  // behind them.
+  const control = new pg.Pool({
+    connectionString: services.databaseUrl,
+    max: 2,
+    application_name: 'switchboard-call-control',
+  });
+  control.on('error', (error) => app.log.warn({ err: error }, 'call control connection lost'));
+  app.addHook('onClose', () => control.end());
   // A user token (U) sees all of its workspace's calls, as keys and member tokens do: no call belongs to one
   // application user yet (calls come from carriers into routing plans), so there is nothing narrower to show.
   defineOperation(app, services, 'listCalls', {
@@ -227,7 +234,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       // Only the engine that holds the call's media can end it. The notice goes out on a pool connection of its
       // own (autocommit): sent in the transaction, it would be delivered only at commit, after the wait below.
       const started = Date.now();
-      const client = await poolClient(services.pool, hangupWaitMillis);
+      const client = await poolClient(control, hangupWaitMillis);
       try {
         // The request is recorded first: an engine that missed the notice (its listener reconnecting) finds it.
         await client.query(
