@@ -21,6 +21,12 @@ export type ReconcileResult = { requeueAfterMs?: number } | void;
 
 export type Reconcile = (name: string, resource: Resource | undefined) => Promise<ReconcileResult>;
 
+/** Objects of another kind whose changes concern resources of this one (an Engine's Deployment). */
+export interface RelatedWatch {
+  /** Lists, then watches from the list; `concerns` hears the name of the resource each change is about. */
+  watch(namespace: string, concerns: (name: string) => void, onError: (error: unknown) => void): Promise<Watch>;
+}
+
 export interface ControllerOptions {
   kind: ResourceKind;
   namespace: string;
@@ -34,11 +40,14 @@ export interface ControllerOptions {
   relistMs?: number;
   /** Hears every change of a condition seen on the kind (Kubernetes Events in a cluster). */
   events?: EventRecorder;
+  /** Changes of other objects that queue a resource of this kind; watched and relisted with it. */
+  related?: RelatedWatch;
 }
 
 export class Controller {
   private readonly queue: WorkQueue;
   private watch: Watch | undefined;
+  private relatedWatch: Watch | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private relistTimer: NodeJS.Timeout | undefined;
   private relistFailures = 0;
@@ -77,6 +86,7 @@ export class Controller {
     clearTimeout(this.relistTimer);
     await this.relisting;
     await this.watch?.stop();
+    await this.relatedWatch?.stop();
     await this.queue.close();
   }
 
@@ -92,8 +102,9 @@ export class Controller {
     const { store, kind, namespace, log } = this.options;
     if (this.closed) return;
     try {
-      await this.watch?.stop();
+      await Promise.all([this.watch?.stop(), this.relatedWatch?.stop()]);
       this.watch = undefined;
+      this.relatedWatch = undefined;
       const listed = await store.list(kind, namespace);
       const listedNames = new Set<string>();
       for (const item of listed.items) {
@@ -117,6 +128,16 @@ export class Controller {
           this.scheduleRelist();
         },
       );
+      if (this.options.related !== undefined) {
+        this.relatedWatch = await this.options.related.watch(
+          namespace,
+          (name) => this.queue.add(name),
+          (error) => {
+            log.warn({ err: error, kind }, 'watch of related objects ended; listing again');
+            this.scheduleRelist();
+          },
+        );
+      }
       this.relistFailures = 0;
     } catch (error) {
       log.warn({ err: error, kind }, 'list or watch failed; trying again');

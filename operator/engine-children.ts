@@ -10,13 +10,16 @@ import {
   type KubernetesObject,
   PatchStrategy,
   type V1Deployment,
+  Watch as KubernetesWatch,
 } from '@kubernetes/client-node';
+import type { Watch } from '../core/resources/store.ts';
+import type { RelatedWatch } from './controller.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
 import { type EnginePoolChild, type EngineResource, engineManagedBy, enginePoolLabels } from './engine-pool.ts';
 import { operatorFieldManager } from './status.ts';
 
 /** Where an engine pool's children live: the cluster (here), or nowhere without one. */
-export interface EngineChildren {
+export interface EngineChildren extends RelatedWatch {
   apply(child: EnginePoolChild): Promise<void>;
   /** Deletes the pool's children that `keep` does not name. */
   prune(engine: EngineResource, keep: readonly EnginePoolChild[]): Promise<void>;
@@ -32,6 +35,9 @@ const childKinds = [
   { apiVersion: 'v1', kind: 'ConfigMap' },
 ] as const;
 
+/** Every engine pool's pods, whichever Engine they belong to. */
+const poolsSelector = `app.kubernetes.io/component=engine,app.kubernetes.io/managed-by=${engineManagedBy}`;
+
 const selectorOf = (labels: Record<string, string>) =>
   Object.entries(labels)
     .map(([key, value]) => `${key}=${value}`)
@@ -40,8 +46,55 @@ const selectorOf = (labels: Record<string, string>) =>
 export class KubernetesEngineChildren implements EngineChildren {
   private readonly objects: KubernetesObjectApi;
 
-  constructor(config: KubeConfig) {
+  constructor(private readonly config: KubeConfig) {
     this.objects = KubernetesObjectApi.makeApiClient(config);
+  }
+
+  /**
+   * The pools' Deployments: a rollout's progress (ready pods, a new generation observed) queues the Engine it
+   * belongs to (its `app.kubernetes.io/instance`), so the Engine's status follows without polling.
+   */
+  async watch(namespace: string, concerns: (name: string) => void, onError: (error: unknown) => void): Promise<Watch> {
+    const listed = await this.objects.list(
+      'apps/v1',
+      'Deployment',
+      namespace,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      poolsSelector,
+    );
+    let stopped = false;
+    const connection = await new KubernetesWatch(this.config).watch(
+      `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments`,
+      {
+        labelSelector: poolsSelector,
+        resourceVersion: listed.metadata?.resourceVersion,
+        allowWatchBookmarks: true,
+      },
+      (type: string, object: KubernetesObject & { code?: number; message?: string }) => {
+        if (stopped) return;
+        if (type === 'ERROR') {
+          stopped = true;
+          onError(new Error(`deployments watch: ${object?.code ?? ''} ${object?.message ?? ''}`));
+          return;
+        }
+        const engine = object?.metadata?.labels?.['app.kubernetes.io/instance'];
+        if (type !== 'BOOKMARK' && engine !== undefined) concerns(engine);
+      },
+      (error: unknown) => {
+        if (stopped) return;
+        stopped = true;
+        onError(error ?? new Error('deployments watch closed by the server'));
+      },
+    );
+    return {
+      async stop() {
+        stopped = true;
+        connection.abort();
+      },
+    };
   }
 
   async apply(child: EnginePoolChild): Promise<void> {

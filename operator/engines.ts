@@ -29,8 +29,8 @@ export const engineFinalizer = 'switchboard.dev/engine-carriers';
 
 const checkSpec = specCheck(EngineSpec);
 
-/** How soon a pool still rolling out is looked at again. */
-const rolloutRecheckMs = 5_000;
+/** How soon a pool still rolling out is looked at again even if its Deployment's watch says nothing. */
+const rolloutRecheckMs = 30_000;
 
 export interface EngineSettings {
   /** Seals carrier passwords (SigningKeys.carrierSecrets). */

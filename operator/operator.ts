@@ -138,6 +138,7 @@ function controllersFor(options: OperatorOptions, metrics: OperatorMetrics): Con
   });
   const engines = new Controller({
     ...common,
+    ...(options.engines.cluster === undefined ? {} : { related: options.engines.cluster.children }),
     kind: 'Engine',
     reconcile: engineReconciler(pool, store, options.engines, options.clock),
   });

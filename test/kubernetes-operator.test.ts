@@ -430,7 +430,8 @@ test('an Engine: children applied with server-side apply and owner references, p
   );
   t.deepEqual(carriers.rows, [{ username: 'trunk-user', engine: `${namespace}/${name}` }]);
 
-  // The Deployment's controller reports its pods ready: the Engine is Ready.
+  // The Deployment's controller reports its pods ready: the Engine is Ready (its controller watches the pools'
+  // Deployments; without that it would look again only after 30 s, past this wait).
   kube.setStatus(deploymentPath, { observedGeneration: 1, replicas: 2, readyReplicas: 2 });
   const ready = await until('Engine', name, (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
   t.is(ready.status.readyReplicas, 2);
