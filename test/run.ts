@@ -3,7 +3,7 @@
  * started here for the run (each test file then makes its own database on that server).
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { freePort } from './helpers/free-port.ts';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,12 +29,30 @@ process.env.NODE_EXTRA_CA_CERTS = path.resolve('test/fixtures/tls/ca.pem');
 // Test files run in parallel, each with engines of its own: SIP on ports the system picks.
 process.env.SIP_PORT ??= '0';
 
-const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...process.argv.slice(2)], {
-  stdio: 'inherit',
-  env: process.env,
-});
-const code: number = await new Promise((resolve) =>
-  ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))),
-);
+/**
+ * The files whose tests run calls in real time (sipp callers, RTP media, recordings of a given length): with no files
+ * named they run after the rest, two at a time, so that the other files' load does not stretch their timings (the
+ * machines have two cores).
+ */
+const realTime = ['test/calls.test.ts', 'test/call-plans.test.ts', 'test/media.test.ts', 'test/sip-transport.test.ts'];
+
+function runAva(args: string[]): Promise<number> {
+  const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...args], {
+    stdio: 'inherit',
+    env: process.env,
+  });
+  return new Promise((resolve) => ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))));
+}
+
+const args = process.argv.slice(2);
+let code: number;
+if (args.some((arg) => !arg.startsWith('-'))) {
+  code = await runAva(args);
+} else {
+  const all = (await readdir('test')).filter((name) => name.endsWith('.test.ts')).map((name) => `test/${name}`);
+  const rest = await runAva([...args, ...all.filter((file) => !realTime.includes(file))]);
+  const calls = await runAva([...args, '--concurrency', '2', ...realTime]);
+  code = rest !== 0 ? rest : calls;
+}
 await stop();
 process.exit(code);
