@@ -248,47 +248,52 @@ test('hours: a schedule open all week takes open, one never open takes closed', 
   t.like(shown.body, { stepsTaken: ['h', 'open'], routingPlanVersion: 1, endReason: 'plan_hangup' });
 });
 
-test('50 calls at once all complete; each call’s events reach a webhook in order, one request at a time', async (t) => {
-  const receiver = await Receiver.start();
-  t.teardown(() => receiver.close());
-  const line = await numberRunning(t, {
-    entry: 'bye',
-    steps: { bye: { type: 'hangup', message: 'Thank you for calling.' } },
-  });
-  const endpoint = await service.request('POST', '/api/v1/webhooks', {
-    auth: line.apiKey,
-    body: { url: receiver.url() },
-  });
-  t.is(endpoint.status, 201, endpoint.text);
+// Serial (ava runs serial tests before the others): fifty calls load the service's one database pool and the CPU, and
+// the file's other tests time single calls (a hangup answered within its 5 s wait) that must not share that load.
+test.serial(
+  '50 calls at once all complete; each call’s events reach a webhook in order, one request at a time',
+  async (t) => {
+    const receiver = await Receiver.start();
+    t.teardown(() => receiver.close());
+    const line = await numberRunning(t, {
+      entry: 'bye',
+      steps: { bye: { type: 'hangup', message: 'Thank you for calling.' } },
+    });
+    const endpoint = await service.request('POST', '/api/v1/webhooks', {
+      auth: line.apiKey,
+      body: { url: receiver.url() },
+    });
+    t.is(endpoint.status, 201, endpoint.text);
 
-  const run = await runSipp({
-    scenario: 'answered',
-    sipPort,
-    dialed: line.e164.slice(1),
-    calls: 50,
-    rate: 100,
-    limit: 50,
-  });
-  t.is(run.code, 0, sippFailed(run));
-  const calls = await finishedCalls(line.e164, 50);
-  for (const call of calls) t.like(call, { end_reason: 'plan_hangup', steps_taken: ['bye'] });
-  const ids = calls.map((call) => call.id);
-  await until(
-    'every call event at the receiver',
-    async () => (ids.every((id) => receiver.sequences(id).length >= 3) ? true : undefined),
-    30_000,
-  );
-  for (const id of ids) {
-    const received = receiver.received.filter((request) => request.stream === id);
-    t.deepEqual(
-      received.map((request) => `${request.sequence} ${request.event.type}`),
-      startedAnsweredEnded,
-      id,
+    const run = await runSipp({
+      scenario: 'answered',
+      sipPort,
+      dialed: line.e164.slice(1),
+      calls: 50,
+      rate: 100,
+      limit: 50,
+    });
+    t.is(run.code, 0, sippFailed(run));
+    const calls = await finishedCalls(line.e164, 50);
+    for (const call of calls) t.like(call, { end_reason: 'plan_hangup', steps_taken: ['bye'] });
+    const ids = calls.map((call) => call.id);
+    await until(
+      'every call event at the receiver',
+      async () => (ids.every((id) => receiver.sequences(id).length >= 3) ? true : undefined),
+      30_000,
     );
-  }
-  t.deepEqual(receiver.overlaps, []);
-  t.is(new Set(receiver.received.map((request) => request.stream)).size, 50, 'no other streams');
-});
+    for (const id of ids) {
+      const received = receiver.received.filter((request) => request.stream === id);
+      t.deepEqual(
+        received.map((request) => `${request.sequence} ${request.event.type}`),
+        startedAnsweredEnded,
+        id,
+      );
+    }
+    t.deepEqual(receiver.overlaps, []);
+    t.is(new Set(receiver.received.map((request) => request.stream)).size, 50, 'no other streams');
+  },
+);
 
 test('a plan published mid-call does not change that call; the next call runs the new version', async (t) => {
   const menu = (noInput: string) => ({
