@@ -33,6 +33,9 @@ import { loadSigningKeys, type SigningKeys } from './service-secret.ts';
 
 export type Role = 'api' | 'engine' | 'operator';
 
+/** How long a deleted resource kept in PostgreSQL stays as a tombstone that watchers can still see. */
+const tombstoneAgeMs = 60 * 60_000;
+
 export interface RunningService {
   url: string;
   /** The engine's SIP port (UDP and TCP), under `all` and `engine`. */
@@ -150,15 +153,25 @@ export async function startRoles(
   if (roles.has('operator')) {
     const operatorLog = log.child({ component: 'operator' });
     const secrets = cluster === undefined ? undefined : new KubernetesSecrets(cluster.config);
+    const databaseStore =
+      clusterStore === undefined
+        ? new PostgresResourceStore(database.pool, {
+            pool: database.pool,
+            url: database.url,
+            log: (message) => operatorLog.warn(message),
+          })
+        : undefined;
+    if (databaseStore !== undefined) {
+      // Deleted resources stay as tombstones for watchers for an hour, then go (a watch from before then lists again).
+      const purge = () =>
+        databaseStore
+          .purgeTombstones(tombstoneAgeMs)
+          .catch((error: unknown) => operatorLog.warn({ err: error }, 'tombstone purge failed'));
+      timers.push(setInterval(purge, 10 * 60_000).unref());
+    }
     operator = startOperator({
       pool: database.pool,
-      store:
-        clusterStore ??
-        new PostgresResourceStore(database.pool, {
-          pool: database.pool,
-          url: database.url,
-          log: (message) => operatorLog.warn(message),
-        }),
+      store: clusterStore ?? (databaseStore as PostgresResourceStore),
       namespace: config.resourceNamespace,
       registry,
       log: operatorLog,

@@ -592,6 +592,41 @@ test.serial(
   },
 );
 
+// Serial: a purge takes every old enough tombstone of the database, and concurrent tests watch for their deletions.
+test.serial('purged tombstones expire the watches from before them; later watches and lists go on', async (t) => {
+  const ns = namespace();
+  const before = await store.list('Queue', ns);
+  const early = await watchFrom(t, 'Queue', ns, before.resourceVersion);
+  await store.apply({ kind: 'Queue', namespace: ns, name: 'gone', spec: { v: 1 } }, writer);
+  await store.delete('Queue', ns, 'gone', writer);
+  await early.recorder.until(2);
+  t.deepEqual(early.recorder.summary(), ['ADDED gone', 'DELETED gone']);
+  const after = await store.list('Queue', ns);
+
+  t.true((await store.purgeTombstones(0)) >= 1);
+  const left = await pool.query('SELECT 1 FROM resources WHERE kind = $1 AND namespace = $2', ['Queue', ns]);
+  t.is(left.rowCount, 0, 'the tombstone is gone');
+
+  // A watch from before the purged deletion could miss it: it is told to list again.
+  const stale = await watchFrom(t, 'Queue', ns, before.resourceVersion);
+  await waitFor('the stale watch to expire', () => stale.recorder.errors.length > 0);
+  t.true(stale.recorder.errors[0] instanceof ResourceVersionExpired);
+  t.deepEqual(stale.recorder.events, []);
+
+  // The watch that saw the deletion, and one from a list made after it, go on; the name can be used again.
+  const late = await watchFrom(t, 'Queue', ns, after.resourceVersion);
+  const again = await store.apply({ kind: 'Queue', namespace: ns, name: 'gone', spec: { v: 2 } }, writer);
+  t.is(again.metadata.generation, 1);
+  await early.recorder.until(3);
+  await late.recorder.until(1);
+  t.deepEqual(early.recorder.summary(), ['ADDED gone', 'DELETED gone', 'ADDED gone']);
+  t.deepEqual(late.recorder.summary(), ['ADDED gone']);
+  t.deepEqual(early.recorder.errors, []);
+  // Nothing younger than the age given is purged.
+  await store.delete('Queue', ns, 'gone', writer);
+  t.is(await store.purgeTombstones(60 * 60_000), 0);
+});
+
 test('a watch from an unusable resourceVersion throws ResourceVersionExpired', async (t) => {
   const ns = namespace();
   for (const version of ['garbage', '', '12.x', '-1.0']) {

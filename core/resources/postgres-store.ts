@@ -249,6 +249,33 @@ export class PostgresResourceStore implements ResourceStore {
     throw new ResourceConflict(kind, name);
   }
 
+  /**
+   * Purges tombstones last written more than `olderThanMs` ago (only ones below the horizon of running transactions,
+   * so every list made later is past them) and moves each kind and namespace's compaction mark to the newest purged.
+   * Returns how many went.
+   */
+  async purgeTombstones(olderThanMs: number): Promise<number> {
+    const result = await this.db.query<{ purged: string }>(
+      `WITH purged AS (
+         DELETE FROM resources
+          WHERE deleted AND updated_at < clock_timestamp() - make_interval(secs => $1::double precision / 1000)
+            AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+         RETURNING kind, namespace, tx_id, resource_version
+       ), newest AS (
+         SELECT DISTINCT ON (kind, namespace) kind, namespace, tx_id, resource_version FROM purged
+          ORDER BY kind, namespace, tx_id DESC, resource_version DESC
+       ), marked AS (
+         INSERT INTO resource_compactions AS c (kind, namespace, tx_id, resource_version)
+         SELECT kind, namespace, tx_id, resource_version FROM newest
+         ON CONFLICT (kind, namespace) DO UPDATE SET tx_id = excluded.tx_id, resource_version = excluded.resource_version
+          WHERE (excluded.tx_id, excluded.resource_version) > (c.tx_id, c.resource_version)
+       )
+       SELECT count(*) AS purged FROM purged`,
+      [olderThanMs],
+    );
+    return Number(result.rows[0]?.purged ?? 0);
+  }
+
   async watch(
     kind: ResourceKind,
     namespace: string,
@@ -264,24 +291,35 @@ export class PostgresResourceStore implements ResourceStore {
     let stopped = false;
     let running: Promise<void> | undefined;
     let again = false;
+    // Made below; an expiry reported early (a read started by the listener's connect) may need to end them.
+    const ends: { poll?: NodeJS.Timeout; listener?: ChangeListener } = {};
 
     const readChanges = async () => {
       do {
         again = false;
-        const result = await source.pool.query<ResourceRow>(
-          `SELECT ${columns} FROM resources
-            WHERE kind = $1 AND namespace = $2 AND (tx_id, resource_version) > ($3::xid8, $4::bigint)
-              AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY tx_id, resource_version LIMIT 500`,
+        // One statement, one snapshot: the changes, and whether tombstones after this position were purged (a
+        // purge deletes them and moves the mark in one transaction).
+        const result = await source.pool.query<ResourceRow & { expired: boolean }>(
+          `SELECT changed.*, mark.expired
+             FROM (SELECT EXISTS (SELECT 1 FROM resource_compactions c
+                                   WHERE c.kind = $1 AND c.namespace = $2
+                                     AND (c.tx_id, c.resource_version) > ($3::xid8, $4::bigint)) AS expired) mark
+             LEFT JOIN LATERAL (
+               SELECT ${columns} FROM resources
+                WHERE kind = $1 AND namespace = $2 AND (tx_id, resource_version) > ($3::xid8, $4::bigint)
+                  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY tx_id, resource_version LIMIT 500) changed ON NOT mark.expired`,
           [kind, namespace, position.tx, position.rv],
         );
-        for (const row of result.rows) {
+        if (result.rows[0]?.expired === true) throw new ResourceVersionExpired(`${position.tx}.${position.rv}`);
+        const rows = result.rows.filter((row) => row.name !== null);
+        for (const row of rows) {
           if (stopped) return;
           const type = row.deleted ? 'DELETED' : row.created_version === row.resource_version ? 'ADDED' : 'MODIFIED';
           await onEvent({ type, object: resourceOf(row) });
           position = { tx: row.tx_id, rv: row.resource_version };
         }
-        if (result.rows.length === 500) again = true;
+        if (rows.length === 500) again = true;
       } while (again && !stopped);
     };
     const kick = () => {
@@ -292,7 +330,14 @@ export class PostgresResourceStore implements ResourceStore {
       }
       running = readChanges()
         .catch((error: unknown) => {
-          if (!stopped) onError(error);
+          if (stopped) return;
+          // An expired position never comes back: the watch ends there (as a Kubernetes watch after its 410).
+          if (error instanceof ResourceVersionExpired) {
+            stopped = true;
+            clearInterval(ends.poll);
+            void ends.listener?.close().catch(() => {});
+          }
+          onError(error);
         })
         .finally(() => {
           running = undefined;
@@ -308,10 +353,13 @@ export class PostgresResourceStore implements ResourceStore {
       kick,
       source.log ?? (() => {}),
     );
+    ends.listener = listener;
     await listener.start();
     // Notices wake the watch at commit; the poll also covers a transaction that was still below the horizon then.
     const poll = setInterval(kick, source.pollMs ?? 1_000);
     poll.unref();
+    ends.poll = poll;
+    if (stopped) clearInterval(poll);
     kick();
     return {
       async stop() {
