@@ -153,25 +153,24 @@ export async function startRoles(
   if (roles.has('operator')) {
     const operatorLog = log.child({ component: 'operator' });
     const secrets = cluster === undefined ? undefined : new KubernetesSecrets(cluster.config);
-    const databaseStore =
-      clusterStore === undefined
-        ? new PostgresResourceStore(database.pool, {
-            pool: database.pool,
-            url: database.url,
-            log: (message) => operatorLog.warn(message),
-          })
-        : undefined;
-    if (databaseStore !== undefined) {
+    const store =
+      clusterStore ??
+      new PostgresResourceStore(database.pool, {
+        pool: database.pool,
+        url: database.url,
+        log: (message) => operatorLog.warn(message),
+      });
+    if (store instanceof PostgresResourceStore) {
       // Deleted resources stay as tombstones for watchers for an hour, then go (a watch from before then lists again).
       const purge = () =>
-        databaseStore
+        store
           .purgeTombstones(tombstoneAgeMs)
           .catch((error: unknown) => operatorLog.warn({ err: error }, 'tombstone purge failed'));
       timers.push(setInterval(purge, 10 * 60_000).unref());
     }
     operator = startOperator({
       pool: database.pool,
-      store: clusterStore ?? (databaseStore as PostgresResourceStore),
+      store,
       namespace: config.resourceNamespace,
       registry,
       log: operatorLog,

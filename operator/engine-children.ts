@@ -10,8 +10,8 @@ import {
   type KubernetesObject,
   PatchStrategy,
   type V1Deployment,
-  Watch as KubernetesWatch,
 } from '@kubernetes/client-node';
+import { watchKubernetes } from '../core/resources/kubernetes-watch.ts';
 import type { Watch } from '../core/resources/store.ts';
 import type { RelatedWatch } from './controller.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
@@ -65,36 +65,19 @@ export class KubernetesEngineChildren implements EngineChildren {
       undefined,
       poolsSelector,
     );
-    let stopped = false;
-    const connection = await new KubernetesWatch(this.config).watch(
-      `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments`,
+    return watchKubernetes(
+      this.config,
       {
+        path: `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments`,
+        resourceVersion: listed.metadata?.resourceVersion ?? '',
         labelSelector: poolsSelector,
-        resourceVersion: listed.metadata?.resourceVersion,
-        allowWatchBookmarks: true,
       },
-      (type: string, object: KubernetesObject & { code?: number; message?: string }) => {
-        if (stopped) return;
-        if (type === 'ERROR') {
-          stopped = true;
-          onError(new Error(`deployments watch: ${object?.code ?? ''} ${object?.message ?? ''}`));
-          return;
-        }
-        const engine = object?.metadata?.labels?.['app.kubernetes.io/instance'];
-        if (type !== 'BOOKMARK' && engine !== undefined) concerns(engine);
+      (_type, deployment) => {
+        const engine = deployment.metadata?.labels?.['app.kubernetes.io/instance'];
+        if (engine !== undefined) concerns(engine);
       },
-      (error: unknown) => {
-        if (stopped) return;
-        stopped = true;
-        onError(error ?? new Error('deployments watch closed by the server'));
-      },
+      onError,
     );
-    return {
-      async stop() {
-        stopped = true;
-        connection.abort();
-      },
-    };
   }
 
   async apply(child: EnginePoolChild): Promise<void> {

@@ -14,13 +14,7 @@ import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { addCarrier, CarrierInputError } from '../engine/sip/carriers.ts';
 import type { ReconcileResult } from './controller.ts';
 import type { EngineChildren } from './engine-children.ts';
-import {
-  engineDeployment,
-  enginePool,
-  EnginePoolError,
-  type EnginePoolSettings,
-  type EngineResource,
-} from './engine-pool.ts';
+import { enginePool, EnginePoolError, type EnginePoolSettings, type EngineResource } from './engine-pool.ts';
 import { specCheck } from './resources.ts';
 import { type ConditionInput, conditions, keepFinalizer, ready, writeStatus } from './status.ts';
 import type { SecretSource } from './webhook-endpoints.ts';
@@ -125,7 +119,7 @@ export function engineReconciler(
           const children = enginePool(engine, cluster.pool);
           for (const child of children) await cluster.children.apply(child);
           await cluster.children.prune(engine, children);
-          const deployment = engineDeployment(engine, cluster.pool).metadata?.name ?? '';
+          const deployment = children.find((child) => child.kind === 'Deployment')?.metadata?.name ?? '';
           readyReplicas = await cluster.children.readyReplicas(engine, deployment);
           const wanted = engine.spec.replicas;
           condition =

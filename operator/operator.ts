@@ -1,8 +1,9 @@
 /**
  * The operator role (`switchboard operator`, and in-process under `all`; docs/kubernetes.md): one controller per
- * kind over a `ResourceStore`, started once this process leads. Without a cluster the store is PostgreSQL's and
- * leadership a PostgreSQL advisory lock held on a connection of its own (a process that dies lets it go with its
- * connection); in a cluster it will be a coordination.k8s.io Lease.
+ * kind over a `ResourceStore`, started once this process leads and stopped when the lead is lost. In a cluster the
+ * store is the Kubernetes API and leadership a coordination.k8s.io Lease (lease.ts); without one the store is
+ * PostgreSQL's and leadership a PostgreSQL advisory lock held on a connection of its own (a process that dies lets it
+ * go with its connection).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';

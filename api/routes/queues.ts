@@ -11,6 +11,7 @@ import { unknownMembers } from '../../core/identity/members.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { QueueMembers, QueueName, type QueueSpec, QueueStrategy, WrapUpSecs } from '../../core/resources/kinds.ts';
 import type { WorkspaceRef } from '../auth.ts';
+import { apiResources } from '../resources.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
@@ -84,16 +85,10 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, r
     wrapUpSecs: row.wrap_up_secs,
     members: row.member_ids,
   };
-  await context.services.resources(context.db).apply(
-    {
-      kind: 'Queue',
-      namespace: context.services.config.resourceNamespace,
-      name: row.id,
-      spec: { ...spec },
-      labels: { 'switchboard.dev/application': workspace.applicationId, 'switchboard.dev/workspace': workspace.id },
-    },
-    { fieldManager: 'switchboard-api' },
-  );
+  await apiResources(context.services, context.db).apply('Queue', row.id, spec, {
+    applicationId: workspace.applicationId,
+    workspaceId: workspace.id,
+  });
 }
 
 export function queueRoutes(app: FastifyInstance, services: Services) {
@@ -194,9 +189,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const row = await workspaceRow<QueueRow>(db, queueTable, context.params.id as string, workspace.id, true);
       await refuseWhenUsed(db, 'queue', row.id);
       await db.query('DELETE FROM queues WHERE id = $1', [row.id]);
-      await services
-        .resources(db)
-        .delete('Queue', services.config.resourceNamespace, row.id, { fieldManager: 'switchboard-api' });
+      await apiResources(services, db).delete('Queue', row.id);
       return { status: 200, body: queueJson(row) };
     },
   });

@@ -16,6 +16,7 @@ import { workspaceFacts } from '../../core/routing/facts.ts';
 import { insertVersion } from '../../core/routing/plan-records.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
 import type { WorkspaceRef } from '../auth.ts';
+import { apiResources } from '../resources.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
@@ -137,24 +138,19 @@ function invalidPlan(issues: PlanIssue[]): ApiError {
 /** Writes the plan's custom resource (spec as the API holds it) and its status. */
 async function writeResource(context: HandlerContext, workspace: WorkspaceRef, planId: string): Promise<PlanRow> {
   const plan = await readPlan(context.db, planId, workspace.id);
-  const store = context.services.resources(context.db);
-  const namespace = context.services.config.resourceNamespace;
-  const resource = await store.apply(
+  const resources = apiResources(context.services, context.db);
+  const resource = await resources.apply(
+    'RoutingPlan',
+    plan.id,
     {
-      kind: 'RoutingPlan',
-      namespace,
-      name: plan.id,
-      spec: {
-        id: plan.id,
-        applicationId: workspace.applicationId,
-        workspaceId: workspace.id,
-        name: plan.name,
-        definition: plan.definition,
-        publishedVersion: plan.published_version,
-      },
-      labels: { 'switchboard.dev/application': workspace.applicationId, 'switchboard.dev/workspace': workspace.id },
+      id: plan.id,
+      applicationId: workspace.applicationId,
+      workspaceId: workspace.id,
+      name: plan.name,
+      definition: plan.definition,
+      publishedVersion: plan.published_version,
     },
-    { fieldManager: 'switchboard-api' },
+    { applicationId: workspace.applicationId, workspaceId: workspace.id },
   );
   const now = new Date().toISOString();
   const generation = resource.metadata.generation;
@@ -166,25 +162,19 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, p
     observedGeneration: generation,
     lastTransitionTime: now,
   });
-  await store.updateStatus(
-    'RoutingPlan',
-    namespace,
-    plan.id,
-    {
-      observedGeneration: generation,
-      newestVersion: plan.newest_version,
-      publishedVersion: plan.published_version,
-      issues: [],
-      conditions: [
-        condition('Valid', true, 'Validated', 'the newest definition is valid'),
-        plan.published_version === null
-          ? condition('Published', false, 'Draft', 'no version is published')
-          : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
-        condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
-      ],
-    },
-    { fieldManager: 'switchboard-api' },
-  );
+  await resources.updateStatus('RoutingPlan', plan.id, {
+    observedGeneration: generation,
+    newestVersion: plan.newest_version,
+    publishedVersion: plan.published_version,
+    issues: [],
+    conditions: [
+      condition('Valid', true, 'Validated', 'the newest definition is valid'),
+      plan.published_version === null
+        ? condition('Published', false, 'Draft', 'no version is published')
+        : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
+      condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
+    ],
+  });
   return plan;
 }
 
@@ -452,9 +442,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
         'UPDATE routing_plans SET archived_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1',
         [planId],
       );
-      await services
-        .resources(db)
-        .delete('RoutingPlan', services.config.resourceNamespace, planId, { fieldManager: 'switchboard-api' });
+      await apiResources(services, db).delete('RoutingPlan', planId);
       return { status: 200, body: planJson(plan) };
     },
   });

@@ -13,6 +13,7 @@ import { newSigningSecret, sealSecret } from '../../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../../core/webhooks/url.ts';
 import { maxEndpointsPerApplication, roomForEndpoint } from '../../core/webhooks/limits.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
+import { apiResources } from '../resources.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -169,16 +170,7 @@ async function writeResource(services: Services, db: Queryable, applicationId: s
     ...(row.event_types === null ? {} : { eventTypes: row.event_types as WebhookEndpointSpec['eventTypes'] }),
     ...(row.description === null ? {} : { description: row.description }),
   };
-  await services.resources(db).apply(
-    {
-      kind: 'WebhookEndpoint',
-      namespace: services.config.resourceNamespace,
-      name: row.id,
-      spec: { ...spec },
-      labels: { 'switchboard.dev/application': applicationId },
-    },
-    { fieldManager: 'switchboard-api' },
-  );
+  await apiResources(services, db).apply('WebhookEndpoint', row.id, spec, { applicationId });
 }
 
 export function webhookRoutes(app: FastifyInstance, services: Services) {
@@ -332,9 +324,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
       );
       const row = result.rows[0];
       if (row === undefined) throw endpointNotFound();
-      await services
-        .resources(db)
-        .delete('WebhookEndpoint', services.config.resourceNamespace, row.id, { fieldManager: 'switchboard-api' });
+      await apiResources(services, db).delete('WebhookEndpoint', row.id);
       return { status: 200, body: endpointJson(row) };
     },
   });

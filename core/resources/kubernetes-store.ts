@@ -15,9 +15,9 @@ import {
   type KubernetesObject,
   PatchStrategy,
   setHeaderOptions,
-  Watch as KubernetesWatch,
 } from '@kubernetes/client-node';
 import { crdVersion, kinds } from './crds.ts';
+import { watchKubernetes } from './kubernetes-watch.ts';
 import {
   type Resource,
   ResourceConflict,
@@ -31,14 +31,6 @@ import {
   type WatchEvent,
   type WriteOptions,
 } from './store.ts';
-
-/** A watch that cannot continue from its resourceVersion (the API server's 410 Gone): list again. */
-export class WatchExpired extends Error {
-  constructor(message: string) {
-    super(`the watch expired (${message}); list again`);
-    this.name = 'WatchExpired';
-  }
-}
 
 /** A write the API server refused as invalid (422): the resource breaks its CRD's schema or a CEL rule. */
 export class ResourceInvalid extends Error {
@@ -127,6 +119,21 @@ function translate(error: unknown, kind: ResourceKind, name: string): unknown {
   }
 }
 
+/** A request's failure as the store's error (`.catch(refused(kind, name))`). */
+const refused =
+  (kind: ResourceKind, name: string) =>
+  (error: unknown): never => {
+    throw translate(error, kind, name);
+  };
+
+/** The same, but a resource that is not there is `undefined`. */
+const absentOrRefused =
+  (kind: ResourceKind, name: string) =>
+  (error: unknown): undefined => {
+    if (statusOf(error) === 404) return undefined;
+    throw translate(error, kind, name);
+  };
+
 export class KubernetesResourceStore implements ResourceStore {
   private readonly api: CustomObjectsApi;
 
@@ -139,16 +146,16 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async get(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
-    try {
-      return resourceOf(await this.api.getNamespacedCustomObject({ ...this.address(kind, namespace), name }));
-    } catch (error) {
-      if (statusOf(error) === 404) return undefined;
-      throw error;
-    }
+    const found = await this.api
+      .getNamespacedCustomObject({ ...this.address(kind, namespace), name })
+      .catch(absentOrRefused(kind, name));
+    return found === undefined ? undefined : resourceOf(found);
   }
 
   async list(kind: ResourceKind, namespace: string): Promise<{ items: Resource[]; resourceVersion: string }> {
-    const listed = (await this.api.listNamespacedCustomObject(this.address(kind, namespace))) as {
+    const listed = (await this.api
+      .listNamespacedCustomObject(this.address(kind, namespace))
+      .catch(refused(kind, '(list)'))) as {
       items?: KubernetesResource[];
       metadata?: { resourceVersion?: string };
     };
@@ -176,22 +183,19 @@ export class KubernetesResourceStore implements ResourceStore {
       },
       spec: intent.spec,
     };
-    try {
-      return resourceOf(
-        await this.api.patchNamespacedCustomObject(
-          {
-            ...this.address(intent.kind, intent.namespace),
-            name: intent.name,
-            body,
-            fieldManager: options.fieldManager,
-            force: true,
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-        ),
-      );
-    } catch (error) {
-      throw translate(error, intent.kind, intent.name);
-    }
+    const applied = await this.api
+      .patchNamespacedCustomObject(
+        {
+          ...this.address(intent.kind, intent.namespace),
+          name: intent.name,
+          body,
+          fieldManager: options.fieldManager,
+          force: true,
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      )
+      .catch(refused(intent.kind, intent.name));
+    return resourceOf(applied);
   }
 
   /**
@@ -211,16 +215,13 @@ export class KubernetesResourceStore implements ResourceStore {
         : [{ op: 'replace', path: '/metadata/resourceVersion', value: options.resourceVersion }]),
       { op: 'add', path: '/status', value: status },
     ];
-    try {
-      return resourceOf(
-        await this.api.patchNamespacedCustomObjectStatus(
-          { ...this.address(kind, namespace), name, body, fieldManager: options.fieldManager },
-          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-        ),
-      );
-    } catch (error) {
-      throw translate(error, kind, name);
-    }
+    const patched = await this.api
+      .patchNamespacedCustomObjectStatus(
+        { ...this.address(kind, namespace), name, body, fieldManager: options.fieldManager },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      )
+      .catch(refused(kind, name));
+    return resourceOf(patched);
   }
 
   async setFinalizers(
@@ -236,18 +237,16 @@ export class KubernetesResourceStore implements ResourceStore {
         ...(options.resourceVersion === undefined ? {} : { resourceVersion: options.resourceVersion }),
       },
     };
-    try {
-      const resource = resourceOf(
-        await this.api.patchNamespacedCustomObject(
+    const resource = resourceOf(
+      await this.api
+        .patchNamespacedCustomObject(
           { ...this.address(kind, namespace), name, body, fieldManager: options.fieldManager },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        ),
-      );
-      // The last finalizer of a resource marked for deletion let it go: the answer is its final state.
-      return resource.metadata.deletionTimestamp !== undefined && finalizers.length === 0 ? undefined : resource;
-    } catch (error) {
-      throw translate(error, kind, name);
-    }
+        )
+        .catch(refused(kind, name)),
+    );
+    // The last finalizer of a resource marked for deletion let it go: the answer is its final state.
+    return resource.metadata.deletionTimestamp !== undefined && finalizers.length === 0 ? undefined : resource;
   }
 
   async delete(
@@ -256,8 +255,8 @@ export class KubernetesResourceStore implements ResourceStore {
     name: string,
     options: WriteOptions,
   ): Promise<Resource | undefined> {
-    try {
-      const answer = (await this.api.deleteNamespacedCustomObject({
+    const answer = (await this.api
+      .deleteNamespacedCustomObject({
         ...this.address(kind, namespace),
         name,
         propagationPolicy: 'Background',
@@ -267,21 +266,14 @@ export class KubernetesResourceStore implements ResourceStore {
             ? {}
             : { preconditions: { resourceVersion: options.resourceVersion } }),
         },
-      })) as KubernetesResource;
-      // The API server answers the object (marked when finalizers hold it) or, for some kinds, a Status.
-      return answer.kind === kind ? resourceOf(answer) : undefined;
-    } catch (error) {
-      if (statusOf(error) === 404) return undefined;
-      throw translate(error, kind, name);
-    }
+      })
+      .catch(absentOrRefused(kind, name))) as KubernetesResource | undefined;
+    // The API server answers the object (marked when finalizers hold it) or, for some kinds, a Status.
+    return answer?.kind === kind ? resourceOf(answer) : undefined;
   }
 
-  /**
-   * Watches from `resourceVersion` with bookmarks, delivering events one at a time in order. A stream the server
-   * ends cleanly (its timeout) is picked up again from the last resourceVersion seen; a 410 or a broken connection
-   * goes to `onError` (the controller lists again).
-   */
-  async watch(
+  /** Watches with bookmarks from `resourceVersion` (kubernetes-watch.ts: in order, resumed, 410 to `onError`). */
+  watch(
     kind: ResourceKind,
     namespace: string,
     resourceVersion: string,
@@ -289,62 +281,11 @@ export class KubernetesResourceStore implements ResourceStore {
     onError: (error: unknown) => void,
   ): Promise<Watch> {
     const path = `/apis/${resourceGroup}/${crdVersion}/namespaces/${encodeURIComponent(namespace)}/${plural(kind)}`;
-    const watcher = new KubernetesWatch(this.config);
-    let position = resourceVersion;
-    let stopped = false;
-    let failed = false;
-    let delivering: Promise<void> = Promise.resolve();
-    let connection: AbortController | undefined;
-
-    const fail = (error: unknown) => {
-      if (stopped || failed) return;
-      failed = true;
-      connection?.abort();
-      // Events already received are delivered before the controller hears of the break.
-      void delivering.then(() => {
-        if (!stopped) onError(error);
-      });
-    };
-    const open = async () => {
-      connection = await watcher.watch(
-        path,
-        { resourceVersion: position, allowWatchBookmarks: true },
-        (type: string, object: KubernetesResource & { code?: number; message?: string; reason?: string }) => {
-          if (stopped || failed) return;
-          if (type === 'ERROR') {
-            const code = object?.code;
-            fail(
-              code === 410
-                ? new WatchExpired(object.message ?? 'Gone')
-                : new Error(`watch error ${code ?? ''}: ${object?.message ?? 'unknown'}`),
-            );
-            return;
-          }
-          const version = object?.metadata?.resourceVersion;
-          if (version !== undefined) position = version;
-          if (type === 'BOOKMARK') return;
-          if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
-          const event: WatchEvent = { type, object: resourceOf({ ...object, kind, apiVersion: resourceApiVersion }) };
-          delivering = delivering.then(() => (stopped ? undefined : onEvent(event))).catch(fail);
-        },
-        (error: unknown) => {
-          if (stopped || failed) return;
-          if (error !== null && error !== undefined) {
-            fail(error);
-            return;
-          }
-          // The server ended the stream (its timeout): watch again from where this one got to.
-          open().catch(fail);
-        },
-      );
-    };
-    await open();
-    return {
-      async stop() {
-        stopped = true;
-        connection?.abort();
-        await delivering.catch(() => {});
-      },
-    };
+    return watchKubernetes(
+      this.config,
+      { path, resourceVersion },
+      (type, object) => onEvent({ type, object: resourceOf({ ...object, kind, apiVersion: resourceApiVersion }) }),
+      onError,
+    );
   }
 }
