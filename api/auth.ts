@@ -331,10 +331,14 @@ export async function workspaceFromHeaders(
     return workspaceById(db, principal.boundWorkspaceId);
   }
   if (principal.kind === 'user_session') {
+    // A login belongs to no application: it reaches a workspace only by naming it, and then only as a member of it.
     if (externalId !== undefined) {
       throw new ApiError('invalid_request', 'x-service-external-workspace-id may be used only with an application key');
     }
-    if (id === undefined) return undefined;
+    if (id === undefined) {
+      if (!required) return undefined;
+      throw new ApiError('invalid_request', 'name the workspace of the member with header x-service-workspace-id');
+    }
     const workspace = await workspaceById(db, id);
     if (workspace === undefined) throw forbidden();
     return workspace;

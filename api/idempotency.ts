@@ -7,14 +7,29 @@
  * - a different body with the same key within 24 hours: 422 `idempotency_key_reused`;
  * - a 5xx (or a crash) rolls the whole transaction back and stores nothing, so a retry runs again and the change
  *   happens at most once. 2xx and 4xx answers are stored; a 4xx's partial writes roll back to a savepoint first.
+ *
+ * Stored answers may hold a credential shown once (a new key, a webhook signing secret, a token), so every answer is
+ * stored sealed (core/sealing.ts), bound to its scope, key and status: it cannot be replayed from another record.
+ *
+ * An operation may finish its answer after the change commits, with no connection held (a hangup waits for the
+ * engine): its transaction stores a provisional answer marked pending, and the finished answer replaces it. A retry
+ * meanwhile is 409 `idempotency_in_progress`, as while a transaction runs; a retry after the pending time (the first
+ * request's process died) takes the provisional answer as final, and a request that finishes later answers with
+ * whatever was stored first, so every answer to one key is the same.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
+import { openSecret, sealSecret } from '../core/sealing.ts';
 
 export const idempotencyRetentionHours = 24;
 const keyPattern = /^[\x21-\x7e]{1,255}$/;
+/** Past an operation's own bound, the time left to store its finished answer before a retry settles it. */
+const finishMarginMs = 10_000;
+/** Rows per statement of the purge and of the sealing sweep: each statement stays short. */
+const batchSize = 5_000;
+const upkeepEveryMs = 10 * 60_000;
 
 export function checkIdempotencyKey(value: string | string[] | undefined): string {
   if (value === undefined) {
@@ -62,6 +77,15 @@ export function fingerprint(parts: {
 export interface Answer {
   status: number;
   body: unknown;
+  /** The rest of the work, done once the change has committed; this answer is the provisional one meanwhile. */
+  finishLater?: FinishLater;
+}
+
+export interface FinishLater {
+  /** How long `finish` may take (it must bound itself); a retry this long after, plus a margin, settles the record. */
+  withinMs: number;
+  /** The finished answer; it runs with no connection of the request held, so it may wait. */
+  finish: () => Promise<Answer>;
 }
 
 export interface StoredAnswer {
@@ -70,60 +94,100 @@ export interface StoredAnswer {
   replayed: boolean;
 }
 
+/** Where answers are stored, and the key they are sealed with (SigningKeys.idempotentAnswers). */
+export interface AnswerStore {
+  pool: pg.Pool;
+  key: Uint8Array;
+}
+
+interface StoredRecord {
+  fingerprint: Buffer;
+  status_code: number;
+  response_body: string;
+  sealed: boolean;
+  live: boolean;
+  /** A provisional answer whose request may still finish it. */
+  pending: boolean;
+  /** A provisional answer (pending or past its time). */
+  provisional: boolean;
+}
+
+/** The associated data of a sealed answer: the record it belongs to. */
+function boundTo(scope: string, key: string, status: number): string {
+  return JSON.stringify(['idempotent answer', scope, key, status]);
+}
+
+function sealAnswer(store: AnswerStore, scope: string, key: string, status: number, body: string): string {
+  return sealSecret(store.key, body, boundTo(scope, key, status));
+}
+
+function openAnswer(store: AnswerStore, scope: string, key: string, record: StoredRecord): string {
+  if (!record.sealed) return record.response_body;
+  return openSecret(store.key, record.response_body, boundTo(scope, key, record.status_code));
+}
+
+function inProgress(): ApiError {
+  return new ApiError('idempotency_in_progress', 'a request with this idempotency-key is still running; retry later', {
+    headers: { 'retry-after': '1' },
+  });
+}
+
 export async function runIdempotent(
-  pool: pg.Pool,
+  store: AnswerStore,
   scope: string,
   key: string,
   print: Buffer,
   work: (db: Queryable, afterCommit: (effect: () => void) => void) => Promise<Answer>,
 ): Promise<StoredAnswer> {
   const effects: (() => void)[] = [];
-  const client = await pool.connect();
+  let answer: { status: number; body: string };
+  let later: FinishLater | undefined;
+  const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
     const lock = await client.query<{ ok: boolean }>(
       'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
       [`idempotency\n${scope}\n${key}`],
     );
-    if (lock.rows[0]?.ok !== true) {
-      throw new ApiError(
-        'idempotency_in_progress',
-        'a request with this idempotency-key is still running; retry later',
-        {
-          headers: { 'retry-after': '1' },
-        },
-      );
-    }
-    const existing = await client.query<{
-      fingerprint: Buffer;
-      status_code: number;
-      response_body: string;
-      live: boolean;
-    }>(
-      `SELECT fingerprint, status_code, response_body,
-              created_at > now() - make_interval(hours => $3) AS live
+    if (lock.rows[0]?.ok !== true) throw inProgress();
+    const existing = await client.query<StoredRecord>(
+      `SELECT fingerprint, status_code, response_body, sealed,
+              created_at > now() - make_interval(hours => $3) AS live,
+              coalesce(pending_until > clock_timestamp(), false) AS pending,
+              pending_until IS NOT NULL AS provisional
          FROM idempotency_records WHERE scope = $1 AND key = $2`,
       [scope, key, idempotencyRetentionHours],
     );
     const record = existing.rows[0];
     if (record?.live) {
-      await client.query('ROLLBACK');
       if (!record.fingerprint.equals(print)) {
         throw new ApiError(
           'idempotency_key_reused',
           'this idempotency-key was used for a different request in the last 24 hours',
         );
       }
-      return { status: record.status_code, body: record.response_body, replayed: true };
+      if (record.pending) throw inProgress();
+      const body = openAnswer(store, scope, key, record);
+      // A provisional answer past its time stands as the answer (its request ended before finishing it); one an
+      // older version stored in clear text is sealed now.
+      if (record.provisional || !record.sealed) {
+        await client.query(
+          `UPDATE idempotency_records SET response_body = $3, sealed = true, pending_until = NULL
+            WHERE scope = $1 AND key = $2`,
+          [scope, key, sealAnswer(store, scope, key, record.status_code, body)],
+        );
+      }
+      await client.query('COMMIT');
+      return { status: record.status_code, body, replayed: true };
     }
     if (record !== undefined)
       await client.query('DELETE FROM idempotency_records WHERE scope = $1 AND key = $2', [scope, key]);
 
     await client.query('SAVEPOINT work');
-    let answer: { status: number; body: string };
     try {
       const result = await work(client, (effect) => effects.push(effect));
       answer = { status: result.status, body: JSON.stringify(result.body) };
+      later = result.finishLater;
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
       await client.query('ROLLBACK TO SAVEPOINT work');
@@ -131,26 +195,141 @@ export async function runIdempotent(
       answer = { status: error.status, body: JSON.stringify(error.body()) };
     }
     await client.query(
-      'INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body) VALUES ($1, $2, $3, $4, $5)',
-      [scope, key, print, answer.status, answer.body],
+      `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
+       VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
+      [
+        scope,
+        key,
+        print,
+        answer.status,
+        sealAnswer(store, scope, key, answer.status, answer.body),
+        later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
+      ],
     );
     await client.query('COMMIT');
-    for (const effect of effects) effect();
-    return { ...answer, replayed: false };
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
   } finally {
     client.release();
   }
+  for (const effect of effects) effect();
+  if (later === undefined) return { ...answer, replayed: false };
+  return finishPending(store, scope, key, print, later);
 }
 
-/** Deletes records past their retention, a batch at a time. */
-export async function purgeIdempotencyRecords(db: Queryable): Promise<number> {
-  const result = await db.query(
-    `DELETE FROM idempotency_records WHERE ctid IN (
-       SELECT ctid FROM idempotency_records WHERE created_at < now() - make_interval(hours => $1) LIMIT 5000)`,
-    [idempotencyRetentionHours],
+/**
+ * Finishes a provisional answer (no connection held while `finish` runs) and stores it, unless a retry settled the
+ * provisional one first: then that one is the answer. A failure leaves the record pending; the client's retry gets
+ * 409 until the pending time ends, then the provisional answer (the change itself is made, once).
+ */
+async function finishPending(
+  store: AnswerStore,
+  scope: string,
+  key: string,
+  print: Buffer,
+  later: FinishLater,
+): Promise<StoredAnswer> {
+  const finished = await later.finish();
+  const answer = { status: finished.status, body: JSON.stringify(finished.body) };
+  const settled = await store.pool.query(
+    `UPDATE idempotency_records SET status_code = $4, response_body = $5, sealed = true, pending_until = NULL
+      WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND pending_until IS NOT NULL`,
+    [scope, key, print, answer.status, sealAnswer(store, scope, key, answer.status, answer.body)],
   );
-  return result.rowCount ?? 0;
+  if (settled.rowCount === 1) return { ...answer, replayed: false };
+  const stored = await store.pool.query<StoredRecord>(
+    `SELECT fingerprint, status_code, response_body, sealed, true AS live, false AS pending, false AS provisional
+       FROM idempotency_records WHERE scope = $1 AND key = $2 AND fingerprint = $3`,
+    [scope, key, print],
+  );
+  const record = stored.rows[0];
+  if (record === undefined) return { ...answer, replayed: false };
+  return { status: record.status_code, body: openAnswer(store, scope, key, record), replayed: false };
+}
+
+/**
+ * Seals the answers still stored in clear text (written before answers were sealed, or by a process of that version
+ * during a rolling upgrade), a batch per statement, until none is left. Each is sealed only if unchanged since read.
+ */
+export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal): Promise<number> {
+  let sealed = 0;
+  while (signal?.aborted !== true) {
+    const batch = await store.pool.query<{ scope: string; key: string; status_code: number; response_body: string }>(
+      'SELECT scope, key, status_code, response_body FROM idempotency_records WHERE NOT sealed LIMIT $1',
+      [batchSize],
+    );
+    if (batch.rows.length === 0) break;
+    const updated = await store.pool.query(
+      `UPDATE idempotency_records r SET response_body = v.sealed, sealed = true
+         FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[]) AS v(scope, key, status, clear, sealed)
+        WHERE r.scope = v.scope AND r.key = v.key AND NOT r.sealed AND r.status_code = v.status
+          AND r.response_body = v.clear`,
+      [
+        batch.rows.map((row) => row.scope),
+        batch.rows.map((row) => row.key),
+        batch.rows.map((row) => row.status_code),
+        batch.rows.map((row) => row.response_body),
+        batch.rows.map((row) => sealAnswer(store, row.scope, row.key, row.status_code, row.response_body)),
+      ],
+    );
+    sealed += updated.rowCount ?? 0;
+    // A short batch was the last; a batch that sealed nothing changed under us (the next run sees it).
+    if (batch.rows.length < batchSize || updated.rowCount === 0) break;
+  }
+  return sealed;
+}
+
+/** Deletes the records past their retention, a batch per statement, until none is left. */
+export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSignal): Promise<number> {
+  let purged = 0;
+  while (signal?.aborted !== true) {
+    const result = await db.query(
+      `DELETE FROM idempotency_records WHERE ctid IN (
+         SELECT ctid FROM idempotency_records WHERE created_at < now() - make_interval(hours => $1) LIMIT $2)`,
+      [idempotencyRetentionHours, batchSize],
+    );
+    purged += result.rowCount ?? 0;
+    if ((result.rowCount ?? 0) < batchSize) break;
+  }
+  return purged;
+}
+
+/**
+ * The API process's upkeep of the records, at start and every 10 minutes: seal what is still in clear text, then
+ * purge what has expired. Closing stops it between two statements.
+ */
+export class IdempotencyUpkeep {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private readonly stopping = new AbortController();
+
+  constructor(
+    private readonly store: AnswerStore,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  start(): void {
+    void this.run();
+    this.timer = setInterval(() => void this.run(), upkeepEveryMs).unref();
+  }
+
+  run(): Promise<void> {
+    const { signal } = this.stopping;
+    this.running ??= (async () => {
+      await sealClearAnswers(this.store, signal);
+      await purgeIdempotencyRecords(this.store.pool, signal);
+    })()
+      .catch((error: unknown) => this.onError(error))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.stopping.abort();
+    await this.running;
+  }
 }

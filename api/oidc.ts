@@ -5,6 +5,7 @@
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
 import type { OidcConfig } from '../core/config.ts';
 import { ApiError } from '../core/errors.ts';
+import { describeUnacceptableInput } from '../core/validation.ts';
 
 export interface MemberLogin {
   issuer: string;
@@ -62,7 +63,14 @@ export class LoginVerifier {
     }
     const email = payload[this.config.emailClaim];
     if (typeof payload.sub !== 'string' || typeof email !== 'string' || email === '') return undefined;
-    if (payload.email_verified === false) return undefined;
+    // An email no field may hold (a NUL, a lone surrogate) names no member, and PostgreSQL would refuse it.
+    if (describeUnacceptableInput('claims', email) !== undefined) return undefined;
+    // The member is found by this email: an address the issuer did not verify could be anyone's. Only the boolean
+    // `true` counts (a missing claim is not a verification), unless the operator relaxes it for an issuer that
+    // verifies every address without saying so.
+    if (payload.email_verified !== true && !this.config.allowUnverifiedEmail) {
+      throw new ApiError('unauthorized', "the login's email is not verified (email_verified must be true)");
+    }
     return { issuer: this.config.issuer, subject: payload.sub, email };
   }
 }

@@ -39,7 +39,7 @@ const rows: Row[] = [
     '/member-sessions',
     'S',
     null,
-    'optional',
+    'header',
     'A signed-in member mints a member token',
   ],
   [3, 'createApplicationKey', 'POST', '/application/keys', 'K', null, 'none', 'Issue a new application key'],

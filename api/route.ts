@@ -9,6 +9,7 @@ import type { TSchema } from 'typebox';
 import type { Config } from '../core/config.ts';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
+import { describeUnacceptableInput } from '../core/validation.ts';
 import type { ResourceStore } from '../core/resources/store.ts';
 import type { SigningKeys } from '../core/service-secret.ts';
 import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
@@ -29,6 +30,8 @@ export interface Services {
   resources: (db: Queryable) => ResourceStore;
   /** Schemas of the operations implemented so far, by operation id (for OpenAPI). */
   implemented: Map<string, OperationSchemas>;
+  /** How long a hangup waits for the engine (default 5 s); tests lengthen it to hold hangups waiting. */
+  hangupWaitMs?: number;
 }
 
 export interface OperationSchemas {
@@ -60,7 +63,7 @@ export interface HandlerContext {
 
 export interface OperationDefinition {
   schemas: OperationSchemas;
-  /** The body may be left out entirely (it is then `{}`). */
+  /** The body may be left out entirely (it is then `{}`). Always so for a DELETE. */
   optionalBody?: boolean;
   handler: (context: HandlerContext) => Promise<Answer>;
 }
@@ -115,10 +118,35 @@ function credentialIdentity(principal: Principal): string {
   return `${principal.kind}:${principal.applicationId}`;
 }
 
+/**
+ * Refuses, for every operation alike, what no field may hold (core/validation.ts): in the body, the query, the path
+ * and the workspace headers. Before the schemas, so that the answer names the character whatever the field's schema.
+ */
+function refuseUnacceptableInput(request: FastifyRequest): void {
+  const workspaceHeaders = {
+    'x-service-workspace-id': request.headers['x-service-workspace-id'],
+    'x-service-external-workspace-id': request.headers['x-service-external-workspace-id'],
+  };
+  const parts: [string, unknown][] = [
+    ['body', request.body],
+    ['querystring', request.query],
+    ['params', request.params],
+    ['headers', workspaceHeaders],
+  ];
+  for (const [part, value] of parts) {
+    const problem = describeUnacceptableInput(part, value);
+    if (problem !== undefined) throw new ApiError('invalid_request', problem);
+  }
+}
+
 export function defineOperation(app: FastifyInstance, services: Services, id: string, definition: OperationDefinition) {
   const operation = operationById.get(id);
   if (operation === undefined) throw new Error(`unknown operation ${id}`);
-  services.implemented.set(id, { ...definition.schemas, optionalBody: definition.optionalBody === true });
+  // No body (an empty one included, whatever its content-type) means `{}` where the body may be left out.
+  const optionalBody = definition.optionalBody === true || operation.method === 'DELETE';
+  const bodyRequired = definition.schemas.body !== undefined && !optionalBody;
+  services.implemented.set(id, { ...definition.schemas, optionalBody });
+  const answers = { pool: services.pool, key: services.keys.idempotentAnswers };
   app.route({
     method: operation.method,
     url: operation.path,
@@ -128,13 +156,13 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
       ...(definition.schemas.querystring ? { querystring: definition.schemas.querystring } : {}),
       ...(definition.schemas.params ? { params: definition.schemas.params } : {}),
     },
-    ...(definition.optionalBody
-      ? {
-          preValidation: async (request: FastifyRequest) => {
-            request.body ??= {};
-          },
-        }
-      : {}),
+    preValidation: async (request: FastifyRequest) => {
+      refuseUnacceptableInput(request);
+      if (optionalBody) request.body ??= {};
+      else if (bodyRequired && request.body === undefined) {
+        throw new ApiError('invalid_request', 'the body is required: send a JSON object');
+      }
+    },
     handler: async (request, reply) => {
       const principal = request.principal as Principal;
       const base = {
@@ -156,7 +184,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
         return reply.code(answer.status).send(answer.body);
       }
       const stored = await runIdempotent(
-        services.pool,
+        answers,
         idempotencyScope(principal),
         request.idempotencyKey as string,
         fingerprint({

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { ChangeListener, credentialChannel } from '../core/change-notices.ts';
 import { ApiError } from '../core/errors.ts';
 import { Authenticator, authorize } from './auth.ts';
-import { checkIdempotencyKey } from './idempotency.ts';
+import { checkIdempotencyKey, IdempotencyUpkeep } from './idempotency.ts';
 import { openApiDocument } from './openapi.ts';
 import { isMutation, operations } from './operations.ts';
 import type { Services } from './route.ts';
@@ -44,6 +44,12 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   const services: Services = { ...shared, keyRevoked: (keyId) => authenticator.keysChanged(keyId) };
   app.addHook('onReady', () => notices.start());
   app.addHook('onClose', () => notices.close());
+  // Stored answers: sealing what an older version left in clear text, and the purge (api/idempotency.ts).
+  const upkeep = new IdempotencyUpkeep({ pool: shared.pool, key: shared.keys.idempotentAnswers }, (error) =>
+    app.log.warn({ err: error }, 'idempotency records upkeep failed'),
+  );
+  app.addHook('onReady', async () => upkeep.start());
+  app.addHook('onClose', () => upkeep.close());
 
   app.addHook('onRequest', async (request) => {
     const operation = request.routeOptions.config.operation;

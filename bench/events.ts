@@ -14,7 +14,8 @@ import pg from 'pg';
 import { appendEvent } from '../core/events/outbox.ts';
 import { createApplication } from '../core/identity/applications.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
-import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
+import { sealSecret } from '../core/sealing.ts';
+import { newSigningSecret } from '../core/webhooks/secrets.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 import { scratchDatabase } from './database.ts';
 

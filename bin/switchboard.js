@@ -1,8 +1,13 @@
 #!/usr/bin/env node
-// The `switchboard` command. The sources are TypeScript, run through tsx's loader (a runtime dependency).
-import { register } from 'tsx/esm/api';
+// The `switchboard` command: the compiled build in dist/ (`npm run build`; `npm start` and `npm pack` build first).
+// Production runs JavaScript only: TypeScript and tsx are development dependencies.
+import { existsSync } from 'node:fs';
 
-register();
-const { main } = await import('../core/cli.ts');
-const code = await main(process.argv.slice(2));
-if (code !== 0) process.exit(code);
+const entry = new URL('../dist/core/main.js', import.meta.url);
+if (!existsSync(entry)) {
+  process.stderr.write(
+    'switchboard: dist/ holds no build: run `npm run build` (TypeScript is a development dependency)\n',
+  );
+  process.exit(1);
+}
+await import(entry.href);

@@ -10,6 +10,8 @@ import type { Queryable } from './database.ts';
 export const credentialChannel = 'switchboard_credentials';
 /** The API asks the engine that holds a call to act on it: `{ callId, action: 'hangup' }` (docs/calls.md). */
 export const callControlChannel = 'switchboard_call_control';
+/** A call whose hangup the API asked for has ended: the call id. The API's waiting hangups wake on it (docs/calls.md). */
+export const callEndedChannel = 'switchboard_call_ended';
 
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, payload]);

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { type Config, ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './database.ts';
+import { EmbeddedPostgresError } from './embedded-postgres.ts';
 import {
   ApplicationExists,
   applicationExists,
@@ -237,7 +238,11 @@ export async function main(args: string[]): Promise<number> {
       process.stderr.write(`switchboard: ${error.message}\n\n${usage}`);
       return 2;
     }
-    if (error instanceof ApplicationExists || error instanceof MemberInputError) {
+    if (
+      error instanceof ApplicationExists ||
+      error instanceof MemberInputError ||
+      error instanceof EmbeddedPostgresError
+    ) {
       process.stderr.write(`switchboard: ${error.message}\n`);
       return 1;
     }

@@ -1,147 +1,296 @@
 /**
  * Configuration from the environment. Every variable is listed here once, with its default and its meaning; the
  * README's configuration table is written from this list (a test keeps the two in step).
+ *
+ * Each setting also says which roles read it and, for the ones the engine reads, how the pods of an engine pool get
+ * it (operator/engine-pool.ts builds their environment from this list, docs/kubernetes.md lists it): a setting the
+ * engine reads cannot be added here without deciding how an engine pod gets it.
  */
 import path from 'node:path';
+
+/** The processes that read a setting (`all` runs the three). */
+export type SettingReader = 'api' | 'engine' | 'operator';
+
+/**
+ * How the pods of an engine pool get a setting the engine reads (operator/engine-pool.ts).
+ * - `operator`: the operator's own value, passed on when it has one (the same logs, receivers and limits as it);
+ * - `secret`: a key of a Secret in the Engine's namespace that the operator's setting `reference` names;
+ * - `pod`: a field of the pod itself (its name, its node's or its own address);
+ * - `spec`: the Engine resource's spec, or this default when the spec leaves it out;
+ * - `pool`: a value the pool's shape decides (a container binds every address, its data folder is a volume);
+ * - `default`: deliberately left to the engine's default, for the reason given.
+ */
+export type EnginePodSource =
+  | { from: 'operator' }
+  | { from: 'secret'; reference: 'ENGINE_DATABASE_SECRET' | 'ENGINE_SWITCHBOARD_SECRET' }
+  | { from: 'pod' }
+  | { from: 'spec' }
+  | { from: 'pool' }
+  | { from: 'default'; reason: string };
 
 export interface Setting {
   name: string;
   default: string;
   meaning: string;
+  readBy: readonly SettingReader[];
+  /** Given exactly when `readBy` has `engine`. */
+  enginePod?: EnginePodSource;
 }
 
-export const settings: readonly Setting[] = [
-  { name: 'PORT', default: '8080', meaning: 'TCP port of the HTTP API (and of health and metrics under `all`).' },
-  { name: 'HOST', default: '127.0.0.1', meaning: 'Address the HTTP API listens on (`0.0.0.0` in a container).' },
+const declared = [
+  {
+    name: 'PORT',
+    default: '8080',
+    meaning: 'TCP port of the HTTP API (and of health and metrics under `all`).',
+    readBy: ['api'],
+  },
+  {
+    name: 'HOST',
+    default: '127.0.0.1',
+    meaning: 'Address the HTTP API listens on (`0.0.0.0` in a container).',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'pool' },
+  },
   {
     name: 'DATABASE_URL',
     default: '(unset)',
     meaning: 'PostgreSQL 15+ connection string. Unset: an embedded PostgreSQL under `SWITCHBOARD_DATA_DIR`.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'secret', reference: 'ENGINE_DATABASE_SECRET' },
   },
-  { name: 'DATABASE_POOL_SIZE', default: '10', meaning: 'Connections in the pool of each process.' },
+  {
+    name: 'DATABASE_POOL_SIZE',
+    default: '10',
+    meaning: 'Connections in the pool of each process.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'operator' },
+  },
   {
     name: 'SWITCHBOARD_DATA_DIR',
     default: './.switchboard',
     meaning: 'Folder for the embedded PostgreSQL data; kept across restarts.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'pool' },
   },
   {
     name: 'EMBEDDED_POSTGRES_PORT',
     default: '54329',
     meaning: 'Port of the embedded PostgreSQL (loopback only).',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'default', reason: 'an engine pod always has DATABASE_URL: no embedded PostgreSQL' },
   },
   {
     name: 'SWITCHBOARD_SECRET',
     default: '(generated)',
     meaning:
       'Secret (32+ characters) that signs end-user tokens and list cursors. Unset: generated once and kept in the database.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'secret', reference: 'ENGINE_SWITCHBOARD_SECRET' },
   },
   {
     name: 'OIDC_ISSUER',
     default: '(unset)',
     meaning: 'Issuer of member logins (`user_session`). Unset: member logins are refused.',
+    readBy: ['api'],
   },
-  { name: 'OIDC_AUDIENCE', default: '(unset)', meaning: 'Required `aud` of member login tokens, when set.' },
+  {
+    name: 'OIDC_AUDIENCE',
+    default: '(unset)',
+    meaning: 'Required `aud` of member login tokens, when set.',
+    readBy: ['api'],
+  },
   {
     name: 'OIDC_JWKS_URI',
     default: '(discovered)',
     meaning: "The issuer's JSON Web Key Set. Unset: read from the issuer's `/.well-known/openid-configuration`.",
+    readBy: ['api'],
   },
-  { name: 'OIDC_EMAIL_CLAIM', default: 'email', meaning: 'Claim of the login token that names the member by email.' },
-  { name: 'BODY_LIMIT', default: '1048576', meaning: 'Largest request body in bytes; larger bodies get 413.' },
-  { name: 'LOG_LEVEL', default: 'info', meaning: 'fatal, error, warn, info, debug or trace. JSON lines on stdout.' },
+  {
+    name: 'OIDC_EMAIL_CLAIM',
+    default: 'email',
+    meaning: 'Claim of the login token that names the member by email.',
+    readBy: ['api'],
+  },
+  {
+    name: 'OIDC_ALLOW_UNVERIFIED_EMAIL',
+    default: 'false',
+    meaning:
+      '`true` accepts member logins whose `email_verified` claim is missing or false. Keep `false` unless the issuer verifies every email itself.',
+    readBy: ['api'],
+  },
+  {
+    name: 'BODY_LIMIT',
+    default: '1048576',
+    meaning: 'Largest request body in bytes; larger bodies get 413.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: {
+      from: 'default',
+      reason: 'the engine’s HTTP port serves health and metrics only, which take no request body',
+    },
+  },
+  {
+    name: 'LOG_LEVEL',
+    default: 'info',
+    meaning: 'fatal, error, warn, info, debug or trace. JSON lines on stdout.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'operator' },
+  },
   {
     name: 'SHUTDOWN_TIMEOUT_MS',
     default: '30000',
     meaning: 'On SIGTERM, how long in-flight requests may run before the process exits anyway.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'operator' },
   },
   {
     name: 'ENGINE_HTTP_PORT',
     default: '8081',
     meaning: 'Health and metrics port of `switchboard engine` (under `all`, `PORT` serves them).',
+    readBy: ['engine'],
+    enginePod: { from: 'pool' },
   },
   {
     name: 'OPERATOR_HTTP_PORT',
     default: '8082',
     meaning: 'Health and metrics port of `switchboard operator` (under `all`, `PORT` serves them).',
+    readBy: ['operator'],
   },
   {
     name: 'ADMISSION_TLS_DIR',
     default: '(unset)',
     meaning:
       'A folder with `tls.crt` and `tls.key`: the operator then serves its admission webhook (`POST /validate`) over HTTPS on `ADMISSION_PORT`, as Kubernetes requires.',
+    readBy: ['operator'],
   },
   {
     name: 'ADMISSION_PORT',
     default: '9443',
     meaning: 'HTTPS port of the admission webhook when `ADMISSION_TLS_DIR` is set.',
+    readBy: ['operator'],
   },
   {
     name: 'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
     default: 'false',
     meaning:
       '`true` lets webhook URLs reach private, loopback and link-local hosts (self-hosted receivers, tests). Keep `false` otherwise.',
+    readBy: ['api', 'engine', 'operator'],
+    enginePod: { from: 'operator' },
   },
   {
     name: 'SIP_HOST',
     default: '127.0.0.1',
     meaning: 'Address the engine takes SIP on (UDP and TCP) and names in its URIs.',
+    readBy: ['engine'],
+    enginePod: { from: 'pool' },
   },
-  { name: 'SIP_PORT', default: '5060', meaning: 'SIP port of the engine, UDP and TCP (0: one the system picks).' },
+  {
+    name: 'SIP_PORT',
+    default: '5060',
+    meaning: 'SIP port of the engine, UDP and TCP (0: one the system picks).',
+    readBy: ['engine'],
+    enginePod: { from: 'spec' },
+  },
   {
     name: 'ADVERTISED_HOST',
     default: '(SIP_HOST)',
     meaning:
       'Address carriers reach the engine at, put in its SIP URIs and SDP (the node or load balancer address). Required when SIP_HOST is 0.0.0.0 or ::.',
+    readBy: ['engine'],
+    enginePod: { from: 'pod' },
   },
-  { name: 'RTP_HOST', default: '(SIP_HOST)', meaning: 'Address the engine receives RTP on (bind address).' },
-  { name: 'RTP_PORT_MIN', default: '20000', meaning: 'Lowest RTP port (one per call leg).' },
-  { name: 'RTP_PORT_MAX', default: '20999', meaning: 'Highest RTP port.' },
+  {
+    name: 'RTP_HOST',
+    default: '(SIP_HOST)',
+    meaning: 'Address the engine receives RTP on (bind address).',
+    readBy: ['engine'],
+    enginePod: { from: 'pool' },
+  },
+  {
+    name: 'RTP_PORT_MIN',
+    default: '20000',
+    meaning: 'Lowest RTP port (one per call leg).',
+    readBy: ['engine'],
+    enginePod: { from: 'spec' },
+  },
+  {
+    name: 'RTP_PORT_MAX',
+    default: '20999',
+    meaning: 'Highest RTP port.',
+    readBy: ['engine'],
+    enginePod: { from: 'spec' },
+  },
   {
     name: 'TTS_COMMAND',
     default: 'espeak-ng',
     meaning: 'Text-to-speech command for `{tts}` prompts: run as `<command> --stdout <text>`, WAV on stdout.',
+    readBy: ['engine'],
+    enginePod: { from: 'operator' },
   },
   {
     name: 'ENGINE_ID',
     default: '(host name and SIP port)',
     meaning:
       'Names this engine as the owner of its calls; a restarted engine ends the calls it owned. Keep it stable per pod.',
+    readBy: ['engine'],
+    enginePod: { from: 'pod' },
   },
   {
     name: 'RESOURCE_NAMESPACE',
     default: 'switchboard',
     meaning:
       'Namespace of the custom resources (routing plans, queues) the API writes: the Kubernetes namespace in a cluster, a name in PostgreSQL without one.',
+    readBy: ['api', 'operator'],
   },
   {
     name: 'RESOURCE_STORE',
     default: 'auto',
     meaning:
       'Where the custom resources live: `kubernetes` (the cluster of the pod, or of `KUBECONFIG`), `postgres` (a table, without a cluster), or `auto`: `kubernetes` inside a pod, `postgres` elsewhere.',
+    readBy: ['api', 'operator'],
   },
   {
     name: 'KUBECONFIG',
     default: '~/.kube/config',
     meaning:
       'With `RESOURCE_STORE=kubernetes` outside a pod: the kubeconfig whose current context is the cluster (of a list, the first file).',
+    readBy: ['api', 'operator'],
   },
   {
     name: 'LEASE_NAMESPACE',
     default: '(the pod’s namespace, else RESOURCE_NAMESPACE)',
     meaning: 'Namespace of the operator’s leader-election Lease, in a cluster.',
+    readBy: ['operator'],
   },
   {
     name: 'ENGINE_DATABASE_SECRET',
     default: 'switchboard-database/url',
     meaning:
       'The Secret and key (`name/key`, in the Engine’s namespace) holding DATABASE_URL for the engine pods the operator runs.',
+    readBy: ['operator'],
+  },
+  {
+    name: 'ENGINE_SWITCHBOARD_SECRET',
+    default: '(unset)',
+    meaning:
+      'The Secret and key (`name/key`, in the Engine’s namespace) holding SWITCHBOARD_SECRET for the engine pods; needed with SWITCHBOARD_SECRET in a cluster.',
+    readBy: ['operator'],
   },
   {
     name: 'WEBHOOK_CONCURRENCY',
     default: '64',
     meaning: 'Webhook attempts one engine process makes at once (each stream has at most one in flight).',
+    readBy: ['engine'],
+    enginePod: { from: 'operator' },
   },
-];
+] as const satisfies readonly Setting[];
+
+export const settings: readonly Setting[] = declared;
+
+/** The names of the settings an engine pod gets `from` this source: the pool builder must say how it sets each. */
+export type EngineSettingFrom<Source extends EnginePodSource['from']> = Extract<
+  (typeof declared)[number],
+  { enginePod: { from: Source } }
+>['name'];
 
 export class ConfigError extends Error {}
 
@@ -150,6 +299,8 @@ export interface OidcConfig {
   audience: string | undefined;
   jwksUri: string | undefined;
   emailClaim: string;
+  /** OIDC_ALLOW_UNVERIFIED_EMAIL: a login need not carry `email_verified: true`. */
+  allowUnverifiedEmail: boolean;
 }
 
 export interface Config {
@@ -174,20 +325,35 @@ export interface Config {
   webhookConcurrency: number;
   /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
   resourceNamespace: string;
-  /** RESOURCE_STORE, LEASE_NAMESPACE and ENGINE_DATABASE_SECRET: the cluster, when the resources live in one. */
+  /**
+   * RESOURCE_STORE, LEASE_NAMESPACE, ENGINE_DATABASE_SECRET and ENGINE_SWITCHBOARD_SECRET: the cluster, when the
+   * resources live in one.
+   */
   kubernetes: {
     store: 'auto' | 'postgres' | 'kubernetes';
     /** KUBECONFIG's first file, when set. */
     kubeconfig: string | undefined;
     leaseNamespace: string | undefined;
-    engineDatabaseSecret: { name: string; key: string };
+    engineDatabaseSecret: SecretKeyReference;
+    engineSwitchboardSecret: SecretKeyReference | undefined;
   };
+  /**
+   * This process's own values of the settings an operator passes on to the engine pods it runs (`from: 'operator'`),
+   * those it was given, as given (already checked here).
+   */
+  forEnginePods: Readonly<Record<string, string>>;
   /** `host` is bound; `advertisedHost` goes in URIs, Via and SDP. */
   sip: { host: string; port: number; advertisedHost: string };
   rtp: { host: string; portMin: number; portMax: number };
   ttsCommand: string;
   /** ENGINE_ID, when set. */
   engineId: string | undefined;
+}
+
+/** A key of a Kubernetes Secret, `name/key` in a setting. */
+export interface SecretKeyReference {
+  name: string;
+  key: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -253,22 +419,40 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+/** `<secret name>/<key>`: a Secret's name (RFC 1123 subdomain) and one of its keys. */
+function secretKeyReference(env: Env, name: string): SecretKeyReference | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  const match = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)\/([-._a-zA-Z0-9]{1,253})$/.exec(raw);
+  if (match === null) throw new ConfigError(`${name} must be <secret name>/<key>, got "${raw}"`);
+  return { name: match[1] as string, key: match[3] as string };
+}
+
 function kubernetesSettings(env: Env): Config['kubernetes'] {
   const store = text(env, 'RESOURCE_STORE') ?? 'auto';
   if (store !== 'auto' && store !== 'postgres' && store !== 'kubernetes') {
     throw new ConfigError(`RESOURCE_STORE must be auto, postgres or kubernetes, got "${store}"`);
   }
-  const secret = text(env, 'ENGINE_DATABASE_SECRET') ?? 'switchboard-database/url';
-  const match = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)\/([-._a-zA-Z0-9]{1,253})$/.exec(secret);
-  if (match === null) {
-    throw new ConfigError(`ENGINE_DATABASE_SECRET must be <secret name>/<key>, got "${secret}"`);
-  }
   return {
     store,
     kubeconfig: (text(env, 'KUBECONFIG') ?? '').split(path.delimiter).find((entry) => entry !== ''),
     leaseNamespace: text(env, 'LEASE_NAMESPACE') === undefined ? undefined : namespace(env, 'LEASE_NAMESPACE'),
-    engineDatabaseSecret: { name: match[1] as string, key: match[3] as string },
+    engineDatabaseSecret: secretKeyReference(env, 'ENGINE_DATABASE_SECRET') ?? {
+      name: 'switchboard-database',
+      key: 'url',
+    },
+    engineSwitchboardSecret: secretKeyReference(env, 'ENGINE_SWITCHBOARD_SECRET'),
   };
+}
+
+/** The settings passed on to engine pods that `env` gives (loadConfig has checked each). */
+function forEnginePods(env: Env): Record<string, string> {
+  const given: Record<string, string> = {};
+  for (const setting of settings) {
+    const value = text(env, setting.name);
+    if (setting.enginePod?.from === 'operator' && value !== undefined) given[setting.name] = value;
+  }
+  return given;
 }
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -280,6 +464,8 @@ export function loadConfig(env: Env = process.env): Config {
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!logLevels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${logLevels.join(', ')}`);
   const issuer = text(env, 'OIDC_ISSUER');
+  // Read even without an issuer, so that a misspelt value fails at start rather than when logins are configured.
+  const allowUnverifiedEmail = boolean(env, 'OIDC_ALLOW_UNVERIFIED_EMAIL', false);
   const databaseUrl = text(env, 'DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://');
@@ -300,6 +486,7 @@ export function loadConfig(env: Env = process.env): Config {
             audience: text(env, 'OIDC_AUDIENCE'),
             jwksUri: url(env, 'OIDC_JWKS_URI'),
             emailClaim: text(env, 'OIDC_EMAIL_CLAIM') ?? 'email',
+            allowUnverifiedEmail,
           },
     bodyLimit: integer(env, 'BODY_LIMIT', 1048576, 1024, 104857600),
     logLevel,
@@ -315,5 +502,6 @@ export function loadConfig(env: Env = process.env): Config {
     rtp: rtpSettings(env),
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
     engineId: text(env, 'ENGINE_ID'),
+    forEnginePods: forEnginePods(env),
   };
 }

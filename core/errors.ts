@@ -48,6 +48,8 @@ export const errorStatus = {
   method_not_allowed: 405,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  request_timeout: 408,
+  headers_too_large: 431,
   internal_error: 500,
 } as const;
 

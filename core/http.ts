@@ -1,10 +1,20 @@
 /**
  * The HTTP shell every role serves: JSON logs carrying the request id (never a credential), `X-Request-Id` and
  * `cache-control: no-store` on every answer, CORS as section 5, the error envelope of section 7 for every failure
- * (404 unknown path, 405 wrong method, 413, 415, malformed JSON, schema failures), and a request duration histogram.
+ * (404 unknown path, 405 wrong method, 413, 415, malformed JSON, schema failures, and what the HTTP parser and the
+ * router refuse before any route: broken framing, oversized headers, malformed percent-encoding), and a request
+ * duration histogram.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import { Histogram, type Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
 import { errorForLog } from './log-errors.ts';
@@ -39,6 +49,56 @@ function pattern(url: string): RegExp {
   return new RegExp(`^${escaped}/?$`);
 }
 
+/**
+ * What the HTTP parser refuses before there is a request (a control character in a header, headers over the size
+ * limit, broken framing, a client too slow): an answer in the envelope written straight to the socket, which is
+ * then closed, as Node does by default. Nothing is written once an answer on this connection has begun.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && inFlight?.headersSent !== true) {
+    const apiError =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? new ApiError('headers_too_large', 'the request line and headers are too large')
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? new ApiError('request_timeout', 'the request took too long to arrive')
+          : new ApiError('invalid_request', 'the request is not valid HTTP/1.1');
+    const body = JSON.stringify(apiError.body());
+    const headers = {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': String(Buffer.byteLength(body)),
+      'x-request-id': randomUUID(),
+      'cache-control': 'no-store',
+      ...corsHeaders,
+      connection: 'close',
+    };
+    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+    socket.write(`HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n${head.join('')}\r\n${body}`);
+  }
+  socket.destroy(error);
+}
+
+/**
+ * What the router refuses before routing (a malformed percent-encoding, a path segment over `maxParamLength`): the
+ * onRequest hook has not run, so the shell's headers are set here.
+ */
+function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const apiError =
+    error.code === 'FST_ERR_BAD_URL'
+      ? new ApiError('invalid_request', 'the path has a malformed percent-encoding')
+      : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? new ApiError('invalid_request', 'a segment of the path is longer than 200 characters')
+        : toApiError(error);
+  if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+  reply
+    .header('x-request-id', request.id)
+    .header('cache-control', 'no-store')
+    .headers(corsHeaders)
+    .code(apiError.status)
+    .send(apiError.body());
+}
+
 /** Maps anything thrown on the way to an answer to the envelope. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
@@ -54,8 +114,6 @@ export function toApiError(error: unknown): ApiError {
       return new ApiError('payload_too_large', 'the request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError('unsupported_media_type', 'send the body as application/json');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ApiError('invalid_request', 'the body is empty but its content-type is application/json');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new ApiError('invalid_request', 'the body is not valid JSON');
   }
@@ -87,10 +145,22 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
   });
   app.setValidatorCompiler(validatorCompiler);
   // Bodies are JSON only: without this, Fastify's built-in text/plain parser would take a text body past the 415.
   app.removeContentTypeParser('text/plain');
+  // An empty body is no body, even with `content-type: application/json`: fetch wrappers and many clients send that
+  // header on every request, DELETEs included. Whether the operation may go without a body is the route's to say
+  // (api/route.ts). Anything else goes to Fastify's own parser, with its prototype-poisoning checks.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body.toString();
+    if (text === '') done(null, undefined);
+    else parseJson(request, text, done);
+  });
 
   const duration = new Histogram({
     name: 'switchboard_http_request_duration_seconds',

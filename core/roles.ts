@@ -9,7 +9,6 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
-import { purgeIdempotencyRecords } from '../api/idempotency.ts';
 import { LoginVerifier } from '../api/oidc.ts';
 import { registerApi } from '../api/server.ts';
 import { type CallEngine, startCallEngine } from '../engine/call-engine.ts';
@@ -17,11 +16,12 @@ import { PostgresResourceStore } from './resources/postgres-store.ts';
 import { clusterOf } from './resources/cluster.ts';
 import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
 import { KubernetesEngineChildren } from '../operator/engine-children.ts';
+import { enginePoolSettings } from '../operator/engine-pool.ts';
 import { KubernetesEvents } from '../operator/events.ts';
 import { LeaseLeadership } from '../operator/lease.ts';
 import { KubernetesSecrets } from '../operator/secrets.ts';
 import { DatabaseLeadership, type RunningOperator, startOperator } from '../operator/operator.ts';
-import { admissionServer, registerAdmissionRoutes } from '../operator/admission.ts';
+import { admissionServer } from '../operator/admission.ts';
 import { Dispatcher } from '../engine/delivery/dispatcher.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './database.ts';
@@ -54,12 +54,16 @@ export async function startRoles(
     logStream?: NodeJS.WritableStream;
     /** The call engine's clock for plan steps (`hours`); default the system clock. Tests fix it. */
     clock?: { now(): Date };
+    /** How long a hangup through the API waits for the engine (default 5 s). Tests lengthen it. */
+    hangupWaitMs?: number;
   } = {},
 ): Promise<RunningService> {
   const log = pino({ level: config.logLevel, serializers: { err: errorForLog } }, options.logStream ?? process.stdout);
   // In a cluster the custom resources are the cluster's; without one, a PostgreSQL table (docs/kubernetes.md).
   const cluster = roles.has('api') || roles.has('operator') ? clusterOf(config) : undefined;
   const clusterStore = cluster === undefined ? undefined : new KubernetesResourceStore(cluster.config);
+  // What an operator in a cluster gives its engine pods, checked before anything starts.
+  const enginePods = roles.has('operator') && cluster !== undefined ? enginePoolSettings(config) : undefined;
   const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
   const registry = createMetricsRegistry();
   const app = createHttpServer({
@@ -69,7 +73,6 @@ export async function startRoles(
     ...(options.logStream ? { logStream: options.logStream } : {}),
   });
   registerHealthRoutes(app, database.pool, registry);
-  if (roles.has('operator')) registerAdmissionRoutes(app, database.pool);
 
   const timers: NodeJS.Timeout[] = [];
   const keys = roles.size > 0 ? await loadSigningKeys(database.pool, config.secret) : undefined;
@@ -83,10 +86,8 @@ export async function startRoles(
       implemented: new Map(),
       // Without a cluster the custom resources live in PostgreSQL, written in the request's own transaction.
       resources: (db) => clusterStore ?? new PostgresResourceStore(db),
+      ...(options.hangupWaitMs === undefined ? {} : { hangupWaitMs: options.hangupWaitMs }),
     });
-    const purge = () =>
-      purgeIdempotencyRecords(database.pool).catch((error) => log.warn({ err: error }, 'idempotency purge failed'));
-    timers.push(setInterval(purge, 10 * 60_000).unref());
   }
 
   const port = roles.has('api') ? config.port : roles.has('engine') ? config.engineHttpPort : config.operatorHttpPort;
@@ -187,18 +188,14 @@ export async function startRoles(
       engines: {
         carrierSecretsKey: (keys as SigningKeys).carrierSecrets,
         ...(secrets === undefined ? {} : { secrets }),
-        ...(cluster === undefined
+        ...(cluster === undefined || enginePods === undefined
           ? {}
-          : {
-              cluster: {
-                children: new KubernetesEngineChildren(cluster.config),
-                pool: { databaseSecret: config.kubernetes.engineDatabaseSecret, logLevel: config.logLevel },
-              },
-            }),
+          : { cluster: { children: new KubernetesEngineChildren(cluster.config), pool: enginePods } }),
       },
     });
   }
-  // The admission webhook over HTTPS (Kubernetes calls webhooks over TLS only), when the operator has a certificate.
+  // The admission webhook on a listener of its own, over HTTPS (Kubernetes calls webhooks over TLS only), when the
+  // operator has a certificate; never on the API's port, where it would answer anyone about any workspace's queues.
   if (roles.has('operator') && config.admission.tlsDir !== undefined) {
     try {
       const [cert, key] = await Promise.all([

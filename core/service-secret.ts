@@ -15,6 +15,8 @@ export interface SigningKeys {
   providerSecrets: Uint8Array;
   /** Encrypts carriers' SIP passwords at rest. */
   carrierSecrets: Uint8Array;
+  /** Encrypts the stored answers of mutations (idempotency records) at rest. */
+  idempotentAnswers: Uint8Array;
 }
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
@@ -39,5 +41,6 @@ export async function loadSigningKeys(db: Queryable, configured: string | undefi
     webhookSecrets: derive(secret, 'webhook signing secrets'),
     providerSecrets: derive(secret, 'AI provider API keys'),
     carrierSecrets: derive(secret, 'carrier SIP passwords'),
+    idempotentAnswers: derive(secret, 'idempotent answers'),
   };
 }

@@ -66,6 +66,7 @@ export async function startCallEngine(options: {
     log: (message) => log.warn({}, message),
   });
   const sipPort = await sip.start();
+  metrics.countTransactions(() => sip.transactions);
   const owner = config.engineId ?? `${hostname()}:${sipPort}`;
   const ended = await endOwnedCalls(pool, owner, 'engine_restarted');
   if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');

@@ -4,6 +4,10 @@
  * `kubectl apply` with the issues the REST API's 422 `invalid_plan` lists (the same validator, against the same
  * workspace facts); a `Queue` that a routing plan uses cannot be deleted. Everything else is allowed. A body that is
  * not an AdmissionReview gets 400 in the service's error envelope.
+ *
+ * It is served only by `admissionServer`, a listener of its own over HTTPS (ADMISSION_TLS_DIR, ADMISSION_PORT), which
+ * only the Kubernetes API server needs to reach: it takes no credential and answers about any workspace (whether a
+ * queue is in use, whether the queues and schedules a plan names exist), so it is never served beside the API.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { ApiError } from '../core/errors.ts';
@@ -98,7 +102,7 @@ function isReview(body: unknown): body is { apiVersion: string; kind: string; re
   );
 }
 
-export function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): void {
+function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): void {
   app.post('/validate', async (request) => {
     if (!isReview(request.body)) {
       throw new ApiError(

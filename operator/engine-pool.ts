@@ -3,10 +3,12 @@
  * Services and PodDisruptionBudget, as pure functions of the resource and the operator's settings (no I/O, no clock,
  * no randomness: the same input gives the same objects, so the operator can apply them on every reconcile).
  *
- * The pods run `switchboard engine` with the engine settings of core/config.ts, the spec's values where it gives
- * them and config.ts's defaults where it leaves them out. On the host network (the default) carriers reach SIP and RTP
- * on the node directly: one pod per node (anti-affinity, and a rolling update that never surges), and the pod
- * advertises the node's address. Off the host network a LoadBalancer Service carries SIP (UDP and TCP).
+ * The pods run `switchboard engine` with every setting core/config.ts marks as read by the engine, each set the way
+ * its `enginePod` says (the operator's own value, a Secret, a field of the pod, the spec's value or config.ts's
+ * default, the pool's shape) or deliberately left to its default: the list is config.ts's, so an engine setting
+ * cannot be forgotten here. On the host network (the default) carriers reach SIP and RTP on the node directly: one pod
+ * per node (anti-affinity, and a rolling update that never surges), and the pod advertises the node's address. Off
+ * the host network a LoadBalancer Service carries SIP (UDP and TCP).
  *
  * The spec's carriers are not children: the operator writes them to PostgreSQL.
  */
@@ -14,11 +16,20 @@ import { createHash } from 'node:crypto';
 import type {
   V1ConfigMap,
   V1Deployment,
+  V1EnvVar,
   V1OwnerReference,
   V1PodDisruptionBudget,
   V1Service,
 } from '@kubernetes/client-node';
-import { loadConfig } from '../core/config.ts';
+import {
+  type Config,
+  ConfigError,
+  type EnginePodSource,
+  type EngineSettingFrom,
+  loadConfig,
+  type SecretKeyReference,
+  settings as configSettings,
+} from '../core/config.ts';
 import type { EngineSpec } from '../core/resources/kinds.ts';
 import { type Resource, resourceApiVersion } from '../core/resources/store.ts';
 
@@ -26,10 +37,16 @@ import { type Resource, resourceApiVersion } from '../core/resources/store.ts';
 export type EngineResource = Resource<EngineSpec, unknown>;
 
 export interface EnginePoolSettings {
-  /** The Secret (in the Engine's namespace) and key holding the pods' DATABASE_URL. */
-  databaseSecret: { name: string; key: string };
-  /** LOG_LEVEL of the engine pods; default core/config.ts's. */
-  logLevel?: string;
+  /** The Secret (in the Engine's namespace) and key holding the pods' DATABASE_URL (ENGINE_DATABASE_SECRET). */
+  databaseSecret: SecretKeyReference;
+  /**
+   * The Secret and key holding the pods' SWITCHBOARD_SECRET (ENGINE_SWITCHBOARD_SECRET), when the operator has one:
+   * the pods then derive the keys the API and the operator seal webhook secrets and carrier passwords with. Without
+   * one, every process shares the secret generated in the database.
+   */
+  switchboardSecret?: SecretKeyReference;
+  /** The operator's own values of the settings it passes on (`from: 'operator'`, Config.forEnginePods). */
+  passedOn?: Readonly<Record<string, string>>;
   /** The engine container's pull policy; left to Kubernetes when unset. */
   imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** The pods' service account; the namespace's `default` when unset. */
@@ -55,8 +72,13 @@ export class EnginePoolError extends Error {
 export const configHashAnnotation = 'switchboard.dev/config-hash';
 export const engineContainerName = 'engine';
 export const engineManagedBy = 'switchboard-operator';
-/** Long enough for the engine to end its calls and finish in-flight work (SHUTDOWN_TIMEOUT_MS, 30 s by default). */
-export const engineTerminationGraceSeconds = 60;
+/**
+ * How much longer than SHUTDOWN_TIMEOUT_MS the kubelet waits before it kills a pod that is stopping: the engine ends
+ * its calls (a BYE each) and finishes in-flight work first. 60 s with the default 30 s.
+ */
+export const engineGraceBeyondShutdownSeconds = 30;
+/** Where the pods' data folder (SWITCHBOARD_DATA_DIR: prompt cache, voicemail) is mounted, an emptyDir. */
+export const engineDataDir = '/data';
 
 /**
  * Children are `<name>-engine` and `<name>-engine-sip`; a Service name is a DNS-1035 label (63 characters at most,
@@ -65,8 +87,29 @@ export const engineTerminationGraceSeconds = 60;
 export const maxEnginePoolNameLength = 63 - '-engine-sip'.length;
 const dns1035Label = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 
-// The engine's own defaults: what `switchboard engine` does with nothing set (core/config.ts).
-const defaults = loadConfig({});
+/**
+ * The operator's settings for the pods of its engine pools, from its own configuration. An operator with
+ * SWITCHBOARD_SECRET must say which Secret gives the pods the same one (ENGINE_SWITCHBOARD_SECRET), and one without
+ * must not name one: either way its engines would derive other keys than it and the API.
+ */
+export function enginePoolSettings(config: Config): EnginePoolSettings {
+  const { engineDatabaseSecret, engineSwitchboardSecret } = config.kubernetes;
+  if (config.secret !== undefined && engineSwitchboardSecret === undefined) {
+    throw new ConfigError(
+      'ENGINE_SWITCHBOARD_SECRET must name the Secret (<name>/<key>, in the Engines’ namespace) holding SWITCHBOARD_SECRET: the engine pods need the same secret as the operator and the API',
+    );
+  }
+  if (config.secret === undefined && engineSwitchboardSecret !== undefined) {
+    throw new ConfigError(
+      'ENGINE_SWITCHBOARD_SECRET is set but SWITCHBOARD_SECRET is not: the engine pods would derive other keys than the operator and the API',
+    );
+  }
+  return {
+    databaseSecret: engineDatabaseSecret,
+    ...(engineSwitchboardSecret !== undefined ? { switchboardSecret: engineSwitchboardSecret } : {}),
+    passedOn: config.forEnginePods,
+  };
+}
 
 /** The standard labels of every child of the pool; the pods' selector too. */
 export function enginePoolLabels(engine: EngineResource): Record<string, string> {
@@ -97,20 +140,27 @@ interface PoolValues {
   rtpPortMin: number;
   rtpPortMax: number;
   httpPort: number;
-  logLevel: string;
+  /** What the passed-on settings make of the pods' SHUTDOWN_TIMEOUT_MS. */
+  shutdownTimeoutMs: number;
+  /** The operator's settings passed on, as given. */
+  passedOn: Readonly<Record<string, string>>;
 }
 
 /** The pool's values with the defaults filled in, refused when the pods could not run with them. */
-function poolValues(engine: EngineResource, settings: EnginePoolSettings | undefined): PoolValues {
+function poolValues(engine: EngineResource, settings: EnginePoolSettings): PoolValues {
   const name = checkedName(engine);
+  const passedOn = settings.passedOn ?? {};
+  // The engine's defaults, with what the operator passes on read the way the pods will read it.
+  const defaults = loadConfig(passedOn);
   const values: PoolValues = {
     name: `${name}-engine`,
     hostNetwork: engine.spec.hostNetwork ?? true,
     sipPort: engine.spec.sipPort ?? defaults.sip.port,
     rtpPortMin: engine.spec.rtpPortMin ?? defaults.rtp.portMin,
     rtpPortMax: engine.spec.rtpPortMax ?? defaults.rtp.portMax,
-    httpPort: settings?.engineHttpPort ?? defaults.engineHttpPort,
-    logLevel: settings?.logLevel ?? defaults.logLevel,
+    httpPort: settings.engineHttpPort ?? defaults.engineHttpPort,
+    shutdownTimeoutMs: defaults.shutdownTimeoutMs,
+    passedOn,
   };
   // The engine refuses the same (core/config.ts); the CRD's rule cannot see a bound left to its default.
   if (values.rtpPortMax <= values.rtpPortMin) {
@@ -145,19 +195,72 @@ function childMetadata(engine: EngineResource, name: string) {
   };
 }
 
-/** The engine settings of the pool's pods (their `envFrom`). */
+/** Every address of the container: carriers and the kubelet reach it at the node's or the pod's. */
+const anyAddress = '0.0.0.0';
+
+/** The settings config.ts says come from the spec or the pool's shape: values in the pool's ConfigMap. */
+const poolSettings: Record<EngineSettingFrom<'spec' | 'pool'>, (values: PoolValues) => string> = {
+  // The health port must answer the kubelet's probes and Prometheus, not only loopback.
+  HOST: () => anyAddress,
+  SWITCHBOARD_DATA_DIR: () => engineDataDir,
+  ENGINE_HTTP_PORT: (values) => String(values.httpPort),
+  SIP_HOST: () => anyAddress,
+  SIP_PORT: (values) => String(values.sipPort),
+  RTP_HOST: () => anyAddress,
+  RTP_PORT_MIN: (values) => String(values.rtpPortMin),
+  RTP_PORT_MAX: (values) => String(values.rtpPortMax),
+};
+
+/** The settings config.ts says are fields of the pod: the kubelet fills them in. */
+const podFields: Record<EngineSettingFrom<'pod'>, (values: PoolValues) => string> = {
+  // The node's address on the host network, the pod's off it.
+  ADVERTISED_HOST: (values) => (values.hostNetwork ? 'status.hostIP' : 'status.podIP'),
+  // Each pod owns its calls under its own name.
+  ENGINE_ID: () => 'metadata.name',
+};
+
+/** The operator's settings that config.ts says name the Secret of a setting (`reference`), as the operator read them. */
+const secretReferences: Record<
+  Extract<EnginePodSource, { from: 'secret' }>['reference'],
+  (settings: EnginePoolSettings) => SecretKeyReference | undefined
+> = {
+  ENGINE_DATABASE_SECRET: (settings) => settings.databaseSecret,
+  ENGINE_SWITCHBOARD_SECRET: (settings) => settings.switchboardSecret,
+};
+
+/** The settings the engine reads, with how its pods get each (core/config.ts). */
+const engineSettings = configSettings.flatMap((setting) =>
+  setting.enginePod === undefined ? [] : [{ name: setting.name, source: setting.enginePod }],
+);
+
+/** The engine settings of the pool's pods given as values: their ConfigMap (`envFrom`), hashed to roll the pods. */
 function engineEnvironment(values: PoolValues): Record<string, string> {
-  return {
-    // The health port must answer the kubelet's probes and Prometheus, not only loopback.
-    HOST: '0.0.0.0',
-    SIP_HOST: '0.0.0.0',
-    SIP_PORT: String(values.sipPort),
-    RTP_HOST: '0.0.0.0',
-    RTP_PORT_MIN: String(values.rtpPortMin),
-    RTP_PORT_MAX: String(values.rtpPortMax),
-    LOG_LEVEL: values.logLevel,
-    ENGINE_HTTP_PORT: String(values.httpPort),
-  };
+  const data: Record<string, string> = {};
+  for (const { name, source } of engineSettings) {
+    if (source.from === 'spec' || source.from === 'pool') {
+      data[name] = poolSettings[name as EngineSettingFrom<'spec' | 'pool'>](values);
+    } else if (source.from === 'operator') {
+      const value = values.passedOn[name];
+      if (value !== undefined) data[name] = value;
+    }
+  }
+  return data;
+}
+
+/** The engine settings of the pool's pods that the kubelet resolves: Secrets and the pod's own fields (`env`). */
+function engineReferences(values: PoolValues, settings: EnginePoolSettings): V1EnvVar[] {
+  const env: V1EnvVar[] = [];
+  for (const { name, source } of engineSettings) {
+    if (source.from === 'secret') {
+      const reference = secretReferences[source.reference](settings);
+      if (reference !== undefined) {
+        env.push({ name, valueFrom: { secretKeyRef: { name: reference.name, key: reference.key } } });
+      }
+    } else if (source.from === 'pod') {
+      env.push({ name, valueFrom: { fieldRef: { fieldPath: podFields[name as EngineSettingFrom<'pod'>](values) } } });
+    }
+  }
+  return env;
 }
 
 /** `<name>-engine`: the engine settings, as environment entries of the pods. */
@@ -208,7 +311,10 @@ export function engineDeployment(engine: EngineResource, settings: EnginePoolSet
         spec: {
           ...(hostNetwork ? { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } : { hostNetwork: false }),
           ...(settings.serviceAccountName !== undefined ? { serviceAccountName: settings.serviceAccountName } : {}),
-          terminationGracePeriodSeconds: engineTerminationGraceSeconds,
+          // The engine's environment is its settings and nothing else: no variables for the namespace's Services,
+          // whose names could shadow a setting left to its default (a Service `embedded-postgres`).
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: Math.ceil(values.shutdownTimeoutMs / 1000) + engineGraceBeyondShutdownSeconds,
           ...(hostNetwork
             ? {
                 affinity: {
@@ -225,23 +331,10 @@ export function engineDeployment(engine: EngineResource, settings: EnginePoolSet
               name: engineContainerName,
               image: engine.spec.image,
               ...(settings.imagePullPolicy !== undefined ? { imagePullPolicy: settings.imagePullPolicy } : {}),
-              command: ['node', 'bin/switchboard.js', 'engine'],
+              // The image's entrypoint (tini, then `switchboard`) runs the role; a `command` would bypass tini.
+              args: ['engine'],
               envFrom: [{ configMapRef: { name: values.name } }],
-              env: [
-                {
-                  name: 'DATABASE_URL',
-                  valueFrom: {
-                    secretKeyRef: { name: settings.databaseSecret.name, key: settings.databaseSecret.key },
-                  },
-                },
-                // Carriers reach the pod at the node's address on the host network.
-                {
-                  name: 'ADVERTISED_HOST',
-                  valueFrom: { fieldRef: { fieldPath: hostNetwork ? 'status.hostIP' : 'status.podIP' } },
-                },
-                // Each pod owns its calls under its own name.
-                { name: 'ENGINE_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-              ],
+              env: engineReferences(values, settings),
               // The RTP range is not listed: it is bound on demand, one port per call leg.
               ports: [
                 { name: 'sip-udp', containerPort: values.sipPort, protocol: 'UDP', ...hostPort(values.sipPort) },
@@ -267,8 +360,10 @@ export function engineDeployment(engine: EngineResource, settings: EnginePoolSet
               },
               ...(resources !== undefined ? { resources: resourceRequirements(resources) } : {}),
               securityContext: { allowPrivilegeEscalation: false },
+              volumeMounts: [{ name: 'data', mountPath: engineDataDir }],
             },
           ],
+          volumes: [{ name: 'data', emptyDir: {} }],
         },
       },
     },

@@ -35,7 +35,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       'SELECT workspace_id FROM queues WHERE id = $1 FOR UPDATE',
       [queueId],
     );
-    if (await changedSince(store, resource)) return 'stale';
+    if (await changedSince(store, resource, db)) return 'stale';
     const owner = existing.rows[0]?.workspace_id;
     if (owner !== undefined && owner !== spec.workspaceId) {
       return { ready: ready('False', 'IdTaken', `queue ${queueId} belongs to another workspace`) };

@@ -34,9 +34,12 @@ export async function workspaceOfApplication(db: Queryable, workspaceId: string,
 /**
  * Whether the resource changed since `resource` was read. A reconcile asks while it holds its record's lock: a
  * request that wrote record and resource together has committed by then, and a pass with the older spec would undo
- * it (the newer one is queued and runs next).
+ * it (the newer one is queued and runs next). The PostgreSQL store reads through the reconcile's own transaction
+ * `db` (a later statement sees what committed): a second connection from the pool it shares with the API would
+ * deadlock once requests waiting on that lock hold every other one.
  */
-export async function changedSince(store: ResourceStore, resource: Resource): Promise<boolean> {
-  const current = await store.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
+export async function changedSince(store: ResourceStore, resource: Resource, db: Queryable): Promise<boolean> {
+  const reader = store.within?.(db) ?? store;
+  const current = await reader.get(resource.kind, resource.metadata.namespace, resource.metadata.name);
   return current?.metadata.resourceVersion !== resource.metadata.resourceVersion;
 }

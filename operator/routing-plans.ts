@@ -84,7 +84,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       };
     }
     let record = await readRecord(db, planId, spec.definition);
-    if (await changedSince(store, resource)) return stale;
+    if (await changedSince(store, resource, db)) return stale;
     if (record !== undefined && (record.workspace_id !== spec.workspaceId || record.archived_at !== null)) {
       const why = record.archived_at !== null ? 'was archived' : 'belongs to another workspace';
       return {

@@ -10,7 +10,8 @@ import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
 import { WebhookEndpointSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
-import { newSigningSecret, sealSecret } from '../core/webhooks/secrets.ts';
+import { sealSecret } from '../core/sealing.ts';
+import { newSigningSecret } from '../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../core/webhooks/url.ts';
 import { maxEndpointsPerApplication, roomForEndpoint } from '../core/webhooks/limits.ts';
 import type { ReconcileResult } from './controller.ts';
@@ -60,7 +61,7 @@ async function converge(
       'SELECT application_id FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
       [endpointId],
     );
-    if (await changedSince(store, resource)) return 'stale';
+    if (await changedSince(store, resource, db)) return 'stale';
     const owner = existing.rows[0]?.application_id;
     if (owner !== undefined && owner !== spec.applicationId) {
       return ready('False', 'IdTaken', `endpoint ${endpointId} belongs to another application`);

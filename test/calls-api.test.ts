@@ -2,7 +2,8 @@
  * Calls through HTTP: operations 50-52 (list, get with legs, hang up). Calls are written the way the engine writes
  * them (core/calls/calls.ts). A hangup is asked of the engine that owns the call by a notice on
  * `switchboard_call_control`: the tests run a tiny fake engine (a connection that LISTENs there and ends the call
- * it hears about), or none, to see the answer after the 5-second wait.
+ * it hears about), or none, to see the answer after the 5-second wait. The tests of hangups that wait start a
+ * service of their own whose hangups wait far longer, and end the calls themselves, as the engine would.
  *
  * One service for the file (API role only: no engine ends calls behind the tests' backs). Every test makes its own
  * application, so tests run concurrently without seeing each other's calls.
@@ -29,9 +30,10 @@ type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 
 let calls = 0;
 
-async function newCall(setup: Setup, input: Partial<NewCall> = {}): Promise<CallRow> {
+/** A call of the setup's workspace, written as the engine writes one (on the file's service unless told). */
+async function newCall(setup: Setup, input: Partial<NewCall> = {}, on: TestService = service): Promise<CallRow> {
   calls += 1;
-  return startCall(service.pool, {
+  return startCall(on.pool, {
     applicationId: setup.applicationId,
     workspaceId: setup.workspace.id,
     direction: 'inbound',
@@ -495,4 +497,159 @@ test('hangupCall with no engine listening answers within about 5 s with hangupRe
   t.is(replay.status, 200, replay.text);
   t.is(replay.headers.get('idempotent-replayed'), 'true');
   t.deepEqual(replay.body, answer.body);
+});
+
+/** The call control notices of a service's database, as the engines hear them: wait for those of given calls. */
+async function controlNotices(databaseUrl: string) {
+  const heard = new Set<string>();
+  const waiting: { ids: readonly string[]; resolve: () => void }[] = [];
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('notification', (message) => {
+    if (message.channel !== callControlChannel) return;
+    heard.add((JSON.parse(message.payload ?? '{}') as { callId: string }).callId);
+    for (const wait of waiting) if (wait.ids.every((id) => heard.has(id))) wait.resolve();
+  });
+  await client.connect();
+  await client.query(`LISTEN ${callControlChannel}`);
+  return {
+    /** Resolves once a hangup of each call was announced (its request committed). */
+    of(ids: readonly string[]): Promise<void> {
+      return new Promise((resolve) => {
+        if (ids.every((id) => heard.has(id))) resolve();
+        else waiting.push({ ids, resolve });
+      });
+    },
+    stop: () => client.end(),
+  };
+}
+
+test('200 hangups at once wait for the engine holding no connection: other requests answer meanwhile', async (t) => {
+  // A service of its own whose hangups wait for the engine far longer than the test takes: they answer only when
+  // the test ends their calls, as the owning engine would. Its pool holds 10 connections.
+  const own = await startService({ DATABASE_POOL_SIZE: '10' }, ['api'], { hangupWaitMs: 60 * 60_000 });
+  t.teardown(() => own.close());
+  const setup = await workspaceWithUser(own);
+  const rows: CallRow[] = [];
+  for (let index = 0; index < 200; index += 1) {
+    rows.push(
+      await newCall(
+        setup,
+        { from: `+1415556${String(index).padStart(4, '0')}`, engineOwner: 'engine-not-running' },
+        own,
+      ),
+    );
+  }
+  const ids = rows.map((row) => row.id);
+  // Whatever happens below, the calls end (as the engine would end them) so that no hangup is left waiting.
+  const endAll = async () => {
+    for (const id of ids) await endCall(own.pool, id, 'hangup_requested');
+  };
+  let ended = false;
+  t.teardown(async () => {
+    if (!ended) await endAll();
+  });
+  const notices = await controlNotices(own.databaseUrl);
+  t.teardown(() => notices.stop());
+  const ask = { auth: setup.apiKey, workspaceId: setup.workspace.id };
+
+  const answered: Answer[] = [];
+  let firstAnswer: (answer: Answer) => void = () => {};
+  const anyAnswered = new Promise<Answer>((resolve) => (firstAnswer = resolve));
+  const keys = rows.map(() => randomUUID());
+  const burst = Date.now();
+  const hangups = rows.map((row, index) => {
+    const idempotencyKey = keys[index] as string;
+    return own.request('POST', `/api/v1/calls/${row.id}/hangup`, { ...ask, idempotencyKey }).then((answer) => {
+      answered.push(answer);
+      firstAnswer(answer);
+      return { row, idempotencyKey, answer };
+    });
+  });
+
+  // Every hangup is recorded and announced (its transaction committed) before any answers: none waits for a
+  // connection that another one holds while it waits for the engine.
+  const early = await Promise.race([notices.of(ids).then(() => undefined), anyAnswered]);
+  t.is(early, undefined, `a hangup answered before all 200 were recorded: ${early?.status} ${early?.text}`);
+  t.is(answered.length, 0);
+  t.log(`200 hangups recorded and waiting ${Date.now() - burst} ms after the burst`);
+
+  // While all 200 wait, no connection of the service is held in a transaction...
+  const held = await own.pool.query<{ n: number }>(
+    `SELECT count(*)::integer AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND application_name = 'switchboard' AND state = 'idle in transaction'`,
+  );
+  t.is(held.rows[0]?.n, 0, 'no connection is held in a transaction while the hangups wait');
+  // ... and other requests, reads and a mutation, go through.
+  const [list, one, user, ready] = await Promise.all([
+    own.request('GET', '/api/v1/calls?limit=200', ask),
+    own.request('GET', `/api/v1/calls/${ids[0]}`, ask),
+    own.request('POST', '/api/v1/users', { ...ask, body: { externalUserId: 'bob', displayName: 'Bob' } }),
+    own.request('GET', '/readyz'),
+  ]);
+  t.is(list.status, 200, list.text);
+  t.is(list.body.data.length, 200);
+  t.true((list.body.data as { state: string }[]).every((call) => call.state === 'initiated'));
+  t.is(one.status, 200, one.text);
+  t.is(user.status, 201, user.text);
+  t.is(ready.status, 200, ready.text);
+  t.is(answered.length, 0, 'every hangup still waits for the engine');
+  // A retry of a waiting hangup is told that it still runs, and acts on nothing.
+  const retry = await own.request('POST', `/api/v1/calls/${ids[0]}/hangup`, { ...ask, idempotencyKey: keys[0] });
+  isError(t, retry, 409, 'idempotency_in_progress', 'a retry while the hangup waits');
+  t.is(retry.headers.get('retry-after'), '1');
+  t.is(answered.length, 0);
+
+  // The engine ends the calls: each hangup wakes on its call's end and answers the ended call.
+  const ending = Date.now();
+  await endAll();
+  ended = true;
+  const results = await Promise.all(hangups);
+  t.log(`200 calls ended and every hangup answered in ${Date.now() - ending} ms`);
+  for (const { row, answer } of results) {
+    t.is(answer.status, 200, answer.text);
+    t.like(answer.body, { id: row.id, state: 'ended', endReason: 'hangup_requested' });
+    t.false('hangupRequested' in answer.body);
+  }
+  // Replays give the same answer, byte for byte.
+  for (const { row, idempotencyKey, answer } of results.slice(0, 5)) {
+    const replay = await own.request('POST', `/api/v1/calls/${row.id}/hangup`, { ...ask, idempotencyKey });
+    t.is(replay.status, 200, replay.text);
+    t.is(replay.headers.get('idempotent-replayed'), 'true');
+    t.is(replay.text, answer.text);
+  }
+});
+
+test('a hangup whose process died while it waited: a retry after its time gets the provisional answer, and so does the request if it finishes after all', async (t) => {
+  const own = await startService({}, ['api'], { hangupWaitMs: 60 * 60_000 });
+  t.teardown(() => own.close());
+  const setup = await workspaceWithUser(own);
+  const row = await newCall(setup, { from: '+14155557000', engineOwner: 'engine-not-running' }, own);
+  const notices = await controlNotices(own.databaseUrl);
+  t.teardown(() => notices.stop());
+  const ask = { auth: setup.apiKey, workspaceId: setup.workspace.id, idempotencyKey: randomUUID() };
+  const waiting = own.request('POST', `/api/v1/calls/${row.id}/hangup`, ask);
+  await notices.of([row.id]);
+
+  isError(t, await own.request('POST', `/api/v1/calls/${row.id}/hangup`, ask), 409, 'idempotency_in_progress');
+  // The request's time to finish its answer runs out (as when its process dies): a retry settles the record with
+  // the answer stored when the hangup was recorded.
+  const expired = await own.pool.query(
+    `UPDATE idempotency_records SET pending_until = clock_timestamp() - interval '1 second'
+      WHERE key = $1 AND pending_until IS NOT NULL`,
+    [ask.idempotencyKey],
+  );
+  t.is(expired.rowCount, 1);
+  const settled = await own.request('POST', `/api/v1/calls/${row.id}/hangup`, ask);
+  t.is(settled.status, 200, settled.text);
+  t.is(settled.headers.get('idempotent-replayed'), 'true');
+  t.deepEqual(settled.body, { ...expectedCall(row), hangupRequested: true });
+
+  // The first request, finishing after all (the call ends), answers what is stored: every answer to the key agrees.
+  await endCall(own.pool, row.id, 'hangup_requested');
+  const late = await waiting;
+  t.is(late.status, 200, late.text);
+  t.is(late.text, settled.text);
+  const again = await own.request('POST', `/api/v1/calls/${row.id}/hangup`, ask);
+  t.is(again.text, settled.text);
+  t.is(again.headers.get('idempotent-replayed'), 'true');
 });

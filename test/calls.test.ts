@@ -277,6 +277,82 @@ test('garbage datagrams and malformed INVITEs leave the engine serving', async (
   t.regex(metrics.text, /switchboard_sip_malformed_total\{reason="(unparseable|not_sip|oversize)"\} [1-9]/);
 });
 
+test('numbers with control characters: a dialed one that is no number gets 404, a caller is recorded without them', async (t) => {
+  t.timeout(60_000, 'an answer never came');
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  // From the carrier's address (sipp's, 127.0.0.1), as raw datagrams: %00 is NUL once decoded, which PostgreSQL
+  // refuses in text.
+  const socket = dgram.createSocket('udp4');
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  t.teardown(() => socket.close());
+  const received: string[] = [];
+  let arrived = () => {};
+  socket.on('message', (data) => {
+    received.push(data.toString());
+    arrived();
+  });
+  const next = async (match: (text: string) => boolean) => {
+    for (;;) {
+      const found = received.find(match);
+      if (found !== undefined) return found;
+      await new Promise<void>((resolve) => (arrived = resolve));
+    }
+  };
+  const local = `127.0.0.1:${socket.address().port}`;
+  const sdp = `v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio ${await freeUdpPort()} RTP/AVP 0\r\n`;
+  const invite = (user: string, from: string, callId: string) =>
+    [
+      `INVITE sip:${user}@127.0.0.1:${sipPort} SIP/2.0`,
+      `Via: SIP/2.0/UDP ${local};branch=z9hG4bK-${callId}`,
+      `From: <sip:${from}@127.0.0.1>;tag=f-${callId}`,
+      `To: <sip:${user}@127.0.0.1:${sipPort}>`,
+      `Call-ID: ${callId}`,
+      'CSeq: 1 INVITE',
+      `Contact: <sip:caller@${local}>`,
+      'Max-Forwards: 70',
+      'Content-Type: application/sdp',
+      `Content-Length: ${sdp.length}`,
+      '',
+      sdp,
+    ].join('\r\n');
+  const send = (text: string) =>
+    new Promise<void>((resolve, reject) =>
+      socket.send(text, sipPort, '127.0.0.1', (error) => (error ? reject(error) : resolve())),
+    );
+  const final = (callId: string) => (text: string) =>
+    /^SIP\/2\.0 [2-6]\d\d /.test(text) && text.includes(`Call-ID: ${callId}\r\n`);
+  const answerTo = (callId: string) => next(final(callId));
+
+  const nowhere = `nul-dialed-${randomInt(1e9)}`;
+  await send(invite('%00%2B1628', '%2B15550001111', nowhere));
+  t.regex(await answerTo(nowhere), /^SIP\/2\.0 404 /);
+
+  const answered = `nul-caller-${randomInt(1e9)}`;
+  await send(invite(e164.slice(1), '%00%2B1555%010001111', answered));
+  const ok = await answerTo(answered);
+  t.regex(ok, /^SIP\/2\.0 200 /);
+  const toTag = /^To:.*(;tag=[^\r;]+)/m.exec(ok)?.[1] ?? '';
+  await send(
+    [
+      `ACK sip:switchboard@127.0.0.1:${sipPort} SIP/2.0`,
+      `Via: SIP/2.0/UDP ${local};branch=z9hG4bK-ack-${answered}`,
+      `From: <sip:x@127.0.0.1>;tag=f-${answered}`,
+      `To: <sip:${e164.slice(1)}@127.0.0.1:${sipPort}>${toTag}`,
+      `Call-ID: ${answered}`,
+      'CSeq: 1 ACK',
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  const bye = await next((text) => text.startsWith('BYE ') && text.includes(`Call-ID: ${answered}\r\n`));
+  const echoed = ['Via', 'From', 'To', 'Call-ID', 'CSeq'].map((name) => new RegExp(`^${name}:.*$`, 'm').exec(bye)?.[0]);
+  await send(['SIP/2.0 200 OK', ...echoed, 'Content-Length: 0', '', ''].join('\r\n'));
+  const { id } = await endedCall(e164);
+  const call = await service.pool.query<{ from_number: string }>('SELECT from_number FROM calls WHERE id = $1', [id]);
+  t.is(call.rows[0]?.from_number, '+15550001111');
+});
+
 test('voicemail records the audio the caller plays: a WAV of the right length with sound in it', async (t) => {
   const { e164 } = await numberRunning(t, {
     entry: 'vm',

@@ -553,7 +553,7 @@ test('RBAC: namespaced Roles of least privilege for the operator and the API, bo
   }
 });
 
-test('the API and operator Deployments: their command, probes, ports, settings from core/config.ts', (t) => {
+test('the API and operator Deployments: their role (args for the image’s entrypoint), probes, ports, settings from core/config.ts', (t) => {
   const deployments = ofKind('Deployment');
   t.is(deployments.length, 2);
   const container = (role: string) => {
@@ -565,7 +565,9 @@ test('the API and operator Deployments: their command, probes, ports, settings f
     ['operator', 'metrics'],
   ] as const) {
     const main = container(role);
-    t.deepEqual(main.command, ['node', 'bin/switchboard.js', role]);
+    // The image's entrypoint (tini, then `switchboard`) runs the role: a `command` would bypass tini.
+    t.deepEqual(main.args, [role]);
+    t.false('command' in main);
     t.is(at(main, 'readinessProbe.httpGet.path'), '/readyz');
     t.is(at(main, 'livenessProbe.httpGet.path'), '/healthz');
     t.is(at(main, 'readinessProbe.httpGet.port'), port);
@@ -611,6 +613,27 @@ test('the API and operator Deployments: their command, probes, ports, settings f
     template('operator.yaml'),
     /- name: ENGINE_DATABASE_SECRET\n\s+value: \{\{ printf "%s\/%s" \(include "switchboard\.databaseSecretName" \.\) \(include "switchboard\.databaseSecretKey" \.\) \| quote \}\}/,
   );
+});
+
+test('SWITCHBOARD_SECRET: the API and the operator read it from switchboardSecret, and the operator tells the engine pods the same Secret', (t) => {
+  /** What a template writes only when the chart is given switchboardSecret.existingSecret. */
+  const whenSecretGiven = (text: string) =>
+    [...text.matchAll(/\{\{- if \.Values\.switchboardSecret\.existingSecret \}\}\n([\s\S]*?)\{\{- end \}\}/g)]
+      .map((match) => match[1])
+      .join('\n');
+  // Both, and only, when the chart is given the Secret: without one, every process shares the generated secret.
+  t.regex(
+    whenSecretGiven(template('_helpers.tpl')),
+    /- name: SWITCHBOARD_SECRET\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ \.Values\.switchboardSecret\.existingSecret \}\}\n\s+key: \{\{ \.Values\.switchboardSecret\.key \}\}\n/,
+  );
+  t.regex(
+    whenSecretGiven(template('operator.yaml')),
+    /- name: ENGINE_SWITCHBOARD_SECRET\n\s+value: \{\{ printf "%s\/%s" \.Values\.switchboardSecret\.existingSecret \.Values\.switchboardSecret\.key \| quote \}\}\n/,
+  );
+  t.is(template('operator.yaml').match(/ENGINE_SWITCHBOARD_SECRET/g)?.length, 1, 'named nowhere else');
+  // The operator takes the shared settings too, so it has SWITCHBOARD_SECRET exactly when it names its Secret.
+  t.regex(template('operator.yaml'), /include "switchboard\.sharedEnv"/);
+  t.false(template('api.yaml').includes('ENGINE_SWITCHBOARD_SECRET'), 'only the operator runs engine pods');
 });
 
 test('the admission webhook: plans on create and update, queues on delete, at /validate, with one generated CA', (t) => {

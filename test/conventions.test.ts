@@ -10,7 +10,8 @@ import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { purgeIdempotencyRecords } from '../api/idempotency.ts';
-import { resetLegacySecret } from '../core/identity/applications.ts';
+import { issueKey, resetLegacySecret } from '../core/identity/applications.ts';
+import { allScopes } from '../core/scopes.ts';
 import { type Answer, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
@@ -696,6 +697,32 @@ test('records older than 24 hours are purged and their key can be used again', a
   t.is(await countWorkspaces(app.applicationId), 3);
 });
 
+test('one purge run removes 20,000 expired records, batch after batch, and keeps the live ones', async (t) => {
+  // On the small service's database: nothing else there expires records meanwhile.
+  const scope = `application:purge-${randomUUID()}`;
+  const insert = (count: number, age: string, prefix: string) =>
+    small.pool.query(
+      `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, created_at)
+       SELECT $1, $2 || n, '\\x00', 201, '{}', now() - $3::interval FROM generate_series(1, $4) AS n`,
+      [scope, prefix, age, count],
+    );
+  await insert(20_000, '25 hours', 'expired-');
+  await insert(300, '23 hours', 'live-');
+  const count = async (prefix: string) => {
+    const result = await small.pool.query<{ n: number }>(
+      'SELECT count(*)::integer AS n FROM idempotency_records WHERE scope = $1 AND key LIKE $2',
+      [scope, `${prefix}%`],
+    );
+    return result.rows[0]?.n;
+  };
+  t.is(await count('expired-'), 20_000);
+
+  t.is(await purgeIdempotencyRecords(small.pool), 20_000);
+  t.is(await count('expired-'), 0, 'every expired record is gone after one run');
+  t.is(await count('live-'), 300, 'the records still within 24 hours stay');
+  t.is(await purgeIdempotencyRecords(small.pool), 0);
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // Lists
 
@@ -1008,8 +1035,10 @@ test('logs are JSON lines with the request id and never carry a credential', asy
   });
   t.is(withSecret.status, 200, withSecret.text);
 
+  // Only a key holding verify:send issues workspace keys.
+  const verifier = await issueKey(service.pool, { applicationId: setup.applicationId, scopes: allScopes });
   const workspaceKey = await service.request('POST', `/api/v1/workspaces/${setup.workspace.id}/keys`, {
-    auth: setup.apiKey,
+    auth: verifier.secret,
   });
   t.is(workspaceKey.status, 201, workspaceKey.text);
   const withWorkspaceKey = await service.request('POST', '/api/v1/verifications', {
@@ -1047,6 +1076,7 @@ test('logs are JSON lines with the request id and never carry a credential', asy
     ['user token', userToken],
     ['legacy secret', legacySecret],
     ['workspace key', workspaceKey.body.apiKey as string],
+    ['key holding verify:send', verifier.secret],
     ['refused secret', wrongSecret],
   ] as const) {
     t.true(secret.length > 20, name);

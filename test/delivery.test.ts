@@ -9,7 +9,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { inTransaction } from '../core/database.ts';
@@ -19,11 +18,10 @@ import { describeAddress, isPublicAddress } from '../core/webhooks/address.ts';
 import { type Clock, Dispatcher, type DispatcherOptions } from '../engine/delivery/dispatcher.ts';
 import { retryDelayMs, parkAfterMs } from '../engine/delivery/backoff.ts';
 import { type ClaimedLane, claimLanes, releaseLane } from '../engine/delivery/lanes.ts';
+import { switchboardArgs } from './helpers/cli.ts';
 import { freePort } from './helpers/free-port.ts';
 import { type Received, Receiver } from './helpers/webhook-receiver.ts';
 import { startService, type TestService } from './helpers/service.ts';
-
-const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
 
 /** Polls `check` until it holds (or fails the test after `timeoutMs`). */
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -129,7 +127,7 @@ async function world(t: ExecutionContext, env: Record<string, string> = {}, role
       return dispatcher;
     },
     async engineProcess() {
-      const child = spawn(process.execPath, [bin, 'engine'], {
+      const child = spawn(process.execPath, [...switchboardArgs, 'engine'], {
         env: {
           ...process.env,
           DATABASE_URL: service.databaseUrl,

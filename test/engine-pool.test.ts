@@ -3,17 +3,31 @@
  * own schemas (kubernetes-models) with no field Kubernetes does not know (the client's type map), owned by the Engine
  * and labelled as its pool, with config.ts's defaults where the spec is silent, the same for the same input, rolling
  * the pods when their settings change, and shaped for the host network or a load balancer.
+ *
+ * The pods' settings are checked through the environment the kubelet would give the container
+ * (test/helpers/kubelet.ts), never against the builder's own literals: every setting config.ts marks as read by the
+ * engine is there or deliberately left to its default, and an engine started with exactly that environment signs a
+ * webhook delivery with a secret the API sealed.
  */
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import * as k8s from '@kubernetes/client-node';
 import test from 'ava';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
-import { loadConfig, settings as configSettings } from '../core/config.ts';
+import { ConfigError, loadConfig, settings as configSettings } from '../core/config.ts';
+import { importNumbers } from '../core/numbers/numbers.ts';
+import { startRoles } from '../core/roles.ts';
 import type { EngineSpec } from '../core/resources/kinds.ts';
 import {
   configHashAnnotation,
+  engineDataDir,
   type EnginePoolSettings,
   type EngineResource,
   EnginePoolError,
@@ -21,9 +35,14 @@ import {
   engineDeployment,
   enginePodDisruptionBudget,
   enginePool,
+  enginePoolSettings,
   engineService,
   engineSipService,
 } from '../operator/engine-pool.ts';
+import { freePort, freeUdpPort } from './helpers/free-port.ts';
+import { containerEnvironment, podOf } from './helpers/kubelet.ts';
+import { startService, workspaceWithUser } from './helpers/service.ts';
+import { type Received, Receiver } from './helpers/webhook-receiver.ts';
 
 type Json = Record<string, unknown>;
 
@@ -51,7 +70,7 @@ function engine(spec: Partial<EngineSpec> = {}, name = 'front-desk'): EngineReso
 const plainSettings: EnginePoolSettings = { databaseSecret: { name: 'switchboard-db', key: 'url' } };
 const fullSettings: EnginePoolSettings = {
   databaseSecret: { name: 'pg-app', key: 'uri' },
-  logLevel: 'debug',
+  passedOn: { LOG_LEVEL: 'debug' },
   imagePullPolicy: 'IfNotPresent',
   serviceAccountName: 'switchboard-engine',
   engineHttpPort: 9181,
@@ -238,41 +257,276 @@ test('a pool of another name is labelled and named after it', (t) => {
   }
 });
 
-test('the ConfigMap takes core/config.ts defaults where the spec is silent, and the engine accepts it', (t) => {
-  const configMap = engineConfigMap(engine(), plainSettings);
-  t.is(configMap.metadata?.name, 'front-desk-engine');
-  t.deepEqual(configMap.data, {
-    HOST: '0.0.0.0',
-    SIP_HOST: '0.0.0.0',
-    SIP_PORT: configDefault('SIP_PORT'),
-    RTP_HOST: '0.0.0.0',
-    RTP_PORT_MIN: configDefault('RTP_PORT_MIN'),
-    RTP_PORT_MAX: configDefault('RTP_PORT_MAX'),
-    LOG_LEVEL: configDefault('LOG_LEVEL'),
-    ENGINE_HTTP_PORT: configDefault('ENGINE_HTTP_PORT'),
-  });
-  const deployment = engineDeployment(engine(), plainSettings);
-  t.deepEqual(
-    container(deployment).ports?.map((port) => [port.name, port.containerPort, port.protocol]),
-    [
-      ['sip-udp', Number(configDefault('SIP_PORT')), 'UDP'],
-      ['sip-tcp', Number(configDefault('SIP_PORT')), 'TCP'],
-      ['http', Number(configDefault('ENGINE_HTTP_PORT')), 'TCP'],
-    ],
-  );
-  t.is(engineService(engine(), plainSettings).spec?.ports?.[0]?.port, Number(configDefault('ENGINE_HTTP_PORT')));
+// ---------------------------------------------------------------------------------------------------------------
+// The pods' settings: config.ts's list of what the engine reads, and the environment the kubelet makes of the pool
 
-  // What the pod's environment gives the engine: its ConfigMap, plus what the pod spec sets from elsewhere.
-  const config = loadConfig({
-    ...configMap.data,
-    ADVERTISED_HOST: '203.0.113.7',
-    ENGINE_ID: 'front-desk-engine-7d9f8-abcde',
-    DATABASE_URL: 'postgres://switchboard@db/switchboard',
+/** A Secret as the API server stores it (values base64). */
+function secretObject(name: string, data: Record<string, string>): k8s.V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: 'telephony' },
+    type: 'Opaque',
+    data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString('base64')])),
+  };
+}
+
+const serviceSecret = 'a service secret of 32 characters or more, for the tests';
+const databaseSecret = secretObject('switchboard-database', { url: 'postgres://switchboard@db.telephony/switchboard' });
+const switchboardSecret = secretObject('switchboard-secret', { secret: serviceSecret });
+
+/** An operator in a cluster, configured as the chart configures it, given every setting it passes on. */
+const operatorEnv = {
+  DATABASE_URL: 'postgres://operator@db.switchboard/switchboard',
+  RESOURCE_STORE: 'kubernetes',
+  SWITCHBOARD_SECRET: serviceSecret,
+  ENGINE_DATABASE_SECRET: 'switchboard-database/url',
+  ENGINE_SWITCHBOARD_SECRET: 'switchboard-secret/secret',
+  LOG_LEVEL: 'warn',
+  DATABASE_POOL_SIZE: '6',
+  SHUTDOWN_TIMEOUT_MS: '45000',
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+  TTS_COMMAND: '/opt/voices/bin/say-wav',
+  WEBHOOK_CONCURRENCY: '16',
+};
+
+const engineRead = configSettings.filter((setting) => setting.readBy.includes('engine'));
+const sourced = (from: string) =>
+  engineRead
+    .filter((setting) => setting.enginePod?.from === from)
+    .map((setting) => setting.name)
+    .sort();
+
+/** The engine container's environment in a pod of the pool, as the kubelet resolves it. */
+function podEnvironment(
+  pool: EngineResource,
+  settings: EnginePoolSettings,
+  secrets: k8s.V1Secret[] = [databaseSecret, switchboardSecret],
+  hostIP = '203.0.113.7',
+) {
+  const deployment = engineDeployment(pool, settings);
+  const pod = podOf(deployment, {
+    name: 'front-desk-engine-5d8c7f9b6-x2kqp',
+    uid: randomUUID(),
+    nodeName: 'node-1',
+    hostIP,
+    podIP: '10.244.1.7',
   });
-  t.deepEqual(config.sip, { host: '0.0.0.0', port: 5060, advertisedHost: '203.0.113.7' });
-  t.deepEqual(config.rtp, { host: '0.0.0.0', portMin: 20000, portMax: 20999 });
-  t.is(config.host, '0.0.0.0');
-  t.is(config.engineHttpPort, 8081);
+  const env = containerEnvironment({ pod, configMaps: [engineConfigMap(pool, settings)], secrets }, 'engine');
+  return { deployment, pod, env };
+}
+
+test('config.ts says which roles read each setting, and for each the engine reads how its pods get it', (t) => {
+  for (const setting of configSettings) {
+    t.true(setting.readBy.length > 0, setting.name);
+    t.is(
+      setting.enginePod !== undefined,
+      setting.readBy.includes('engine'),
+      `${setting.name}: enginePod iff the engine reads it`,
+    );
+    if (setting.enginePod?.from === 'default') t.regex(setting.enginePod.reason, /\w+ \w+ \w+/, setting.name);
+  }
+  // The list holds what this builder relies on.
+  t.deepEqual(sourced('secret'), ['DATABASE_URL', 'SWITCHBOARD_SECRET']);
+  t.deepEqual(sourced('pod'), ['ADVERTISED_HOST', 'ENGINE_ID']);
+  t.true(sourced('operator').includes('WEBHOOK_ALLOW_PRIVATE_NETWORKS'));
+});
+
+test('every setting the engine reads reaches its pods as config.ts says, or is left to its default for the reason given', (t) => {
+  const operator = loadConfig(operatorEnv);
+  t.deepEqual(
+    Object.keys(operator.forEnginePods).sort(),
+    sourced('operator'),
+    'this operator has each one it passes on',
+  );
+  const settings = enginePoolSettings(operator);
+  const defaults = loadConfig({});
+  for (const hostNetwork of [true, false]) {
+    const label = hostNetwork ? 'host network' : 'load balancer';
+    const pool = engine({ hostNetwork, sipPort: 5070, rtpPortMin: 30000, rtpPortMax: 30999 });
+    const { deployment, pod, env } = podEnvironment(pool, settings);
+    // Exactly the engine's settings (and what the kubelet gives every container), none left to a default.
+    t.deepEqual(
+      Object.keys(env)
+        .filter((name) => !name.startsWith('KUBERNETES_'))
+        .sort(),
+      engineRead
+        .filter((setting) => setting.enginePod?.from !== 'default')
+        .map((setting) => setting.name)
+        .sort(),
+      label,
+    );
+    for (const name of sourced('operator')) t.is(env[name], operatorEnv[name as keyof typeof operatorEnv], name);
+
+    // What the engine makes of it.
+    const config = loadConfig(env);
+    t.is(config.secret, operator.secret, `${label}: the operator’s SWITCHBOARD_SECRET, from its Secret`);
+    t.is(config.databaseUrl, 'postgres://switchboard@db.telephony/switchboard', 'DATABASE_URL from its Secret');
+    t.is(config.webhookAllowPrivateNetworks, true);
+    t.is(config.logLevel, 'warn');
+    t.is(config.poolSize, 6);
+    t.is(config.shutdownTimeoutMs, 45000);
+    t.is(config.ttsCommand, '/opt/voices/bin/say-wav');
+    t.is(config.webhookConcurrency, 16);
+    t.deepEqual(config.sip, {
+      host: '0.0.0.0',
+      port: 5070,
+      advertisedHost: hostNetwork ? '203.0.113.7' : '10.244.1.7',
+    });
+    t.deepEqual(config.rtp, { host: '0.0.0.0', portMin: 30000, portMax: 30999 });
+    t.is(config.host, '0.0.0.0');
+    t.is(config.engineHttpPort, defaults.engineHttpPort);
+    t.is(config.engineId, pod.metadata?.name);
+    // The data folder (prompt cache, voicemail) is a volume of the pod, writable whatever the image's user.
+    t.is(config.dataDir, engineDataDir);
+    t.deepEqual(container(deployment).volumeMounts, [{ name: 'data', mountPath: engineDataDir }]);
+    t.deepEqual(podSpec(deployment).volumes, [{ name: 'data', emptyDir: {} }]);
+    // Left to the default: the engine's own.
+    t.is(config.bodyLimit, defaults.bodyLimit);
+    t.is(config.embeddedPostgresPort, defaults.embeddedPostgresPort);
+    // The kubelet stops at a Secret that is not there, as it would keep the pod from starting.
+    t.throws(() => podEnvironment(pool, settings, [databaseSecret]), {
+      message: /secret switchboard-secret key secret/,
+    });
+  }
+  // Credentials are references, never values in a child.
+  const children = JSON.stringify(enginePool(engine(), settings));
+  t.false(children.includes(serviceSecret));
+  t.false(children.includes('postgres://'));
+  // The operator's shutdown limit, passed on, sets how long the kubelet waits for a stopping pod.
+  t.is(podSpec(engineDeployment(engine(), settings)).terminationGracePeriodSeconds, 45 + 30);
+});
+
+test('an operator without SWITCHBOARD_SECRET gives its pods none (all share the generated one); a half-configured one is refused', (t) => {
+  const { SWITCHBOARD_SECRET: _secret, ENGINE_SWITCHBOARD_SECRET: _reference, ...generated } = operatorEnv;
+  const settings = enginePoolSettings(loadConfig(generated));
+  t.is(settings.switchboardSecret, undefined);
+  const { env } = podEnvironment(engine(), settings, [databaseSecret]);
+  t.false('SWITCHBOARD_SECRET' in env);
+  t.is(loadConfig(env).secret, undefined);
+
+  t.throws(() => enginePoolSettings(loadConfig({ ...generated, SWITCHBOARD_SECRET: serviceSecret })), {
+    instanceOf: ConfigError,
+    message: /ENGINE_SWITCHBOARD_SECRET must name the Secret/,
+  });
+  t.throws(
+    () => enginePoolSettings(loadConfig({ ...generated, ENGINE_SWITCHBOARD_SECRET: 'switchboard-secret/secret' })),
+    {
+      instanceOf: ConfigError,
+      message: /SWITCHBOARD_SECRET is not/,
+    },
+  );
+  t.throws(() => loadConfig({ ENGINE_SWITCHBOARD_SECRET: 'no key' }), {
+    instanceOf: ConfigError,
+    message: /ENGINE_SWITCHBOARD_SECRET must be <secret name>\/<key>/,
+  });
+});
+
+test('docs/kubernetes.md lists the engine pod’s settings as config.ts does', async (t) => {
+  const docs = await readFile(new URL('../docs/kubernetes.md', import.meta.url), 'utf8');
+  const rows = new Map(
+    docs
+      .split('\n')
+      .map((line) => /^\| `([A-Z][A-Z0-9_]*)` +\| (\w+) +\|(.*)\|$/.exec(line))
+      .filter((match) => match !== null)
+      .map((match) => [match[1] as string, { from: match[2], how: match[3] as string }]),
+  );
+  t.deepEqual([...rows.keys()].sort(), engineRead.map((setting) => setting.name).sort());
+  for (const setting of engineRead) {
+    const row = rows.get(setting.name);
+    t.is(row?.from, setting.enginePod?.from, setting.name);
+    if (setting.enginePod?.from === 'secret') t.true(row?.how.includes(setting.enginePod.reference), setting.name);
+  }
+});
+
+test('an engine started with exactly its pod’s environment signs a delivery with the secret the API sealed', async (t) => {
+  // The API, with SWITCHBOARD_SECRET, on a fresh database; a real HTTPS receiver on loopback.
+  const secret = randomBytes(32).toString('base64url');
+  const api = await startService(
+    { SWITCHBOARD_SECRET: secret, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', LOG_LEVEL: 'warn' },
+    ['api'],
+  );
+  t.teardown(() => api.close());
+  const receiver = await Receiver.start();
+  t.teardown(() => receiver.close());
+  const delivered = new Promise<Received>((resolve) => {
+    receiver.handler = (request) => {
+      resolve(request);
+      return 200;
+    };
+  });
+  const setup = await workspaceWithUser(api);
+  const created = await api.request('POST', '/api/v1/webhooks', {
+    auth: setup.apiKey,
+    body: { url: receiver.url(), eventTypes: ['number.updated'] },
+  });
+  t.is(created.status, 201, created.text);
+  const signingSecret = created.body.signingSecret as string;
+
+  // The operator of the cluster as the chart configures it, and a pod of the pool it runs, in the Engine's namespace.
+  const operator = loadConfig({
+    DATABASE_URL: api.databaseUrl,
+    RESOURCE_STORE: 'kubernetes',
+    SWITCHBOARD_SECRET: secret,
+    ENGINE_DATABASE_SECRET: 'switchboard-database/url',
+    ENGINE_SWITCHBOARD_SECRET: 'switchboard-secret/secret',
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    LOG_LEVEL: 'warn',
+    DATABASE_POOL_SIZE: '4',
+  });
+  const pool = engine({ sipPort: await freeUdpPort() });
+  const settings = { ...enginePoolSettings(operator), engineHttpPort: await freePort() };
+  // On the host network the engine advertises the node's address: loopback here, where the test's peers are.
+  const { env } = podEnvironment(
+    pool,
+    settings,
+    [secretObject('switchboard-database', { url: api.databaseUrl }), secretObject('switchboard-secret', { secret })],
+    '127.0.0.1',
+  );
+  // The pod's data folder is an emptyDir mounted there. This process has no mount namespace: the volume is a
+  // folder of the test's, the one value that differs from the pod's environment (a path, no setting's source).
+  t.is(env.SWITCHBOARD_DATA_DIR, engineDataDir);
+  const volume = await mkdtemp(path.join(os.tmpdir(), 'engine-pod-data-'));
+  t.teardown(() => rm(volume, { recursive: true, force: true }));
+  const logs: string[] = [];
+  const engineRole = await startRoles(loadConfig({ ...env, SWITCHBOARD_DATA_DIR: volume }), new Set(['engine']), {
+    logStream: new Writable({
+      write(chunk, _encoding, done) {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+  });
+  t.teardown(() => engineRole.close());
+
+  // An event: a number claimed through the API.
+  await importNumbers(api.pool, 'acme', ['+14155550142'], ['voice']);
+  const claim = await api.request('POST', '/api/v1/numbers', {
+    auth: setup.apiKey,
+    workspaceId: setup.workspace.id,
+    body: { e164: '+14155550142', name: 'Front desk' },
+  });
+  t.is(claim.status, 201, claim.text);
+
+  // The delivery, or the lane's error when the engine could not make it.
+  const outcome = await Promise.race([
+    delivered,
+    (async () => {
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await delay(25)) {
+        const lane = await api.pool.query<{ last_error: string | null }>(
+          'SELECT last_error FROM webhook_lanes WHERE last_error IS NOT NULL',
+        );
+        if (lane.rows[0] !== undefined) return `the engine failed: ${lane.rows[0].last_error}`;
+      }
+      return 'nothing was delivered within 30 s';
+    })(),
+  ]);
+  if (typeof outcome === 'string') return t.fail(`${outcome}\n${logs.join('')}`);
+  t.is(outcome.event.type, 'number.updated');
+  t.is(outcome.event.number.e164, '+14155550142');
+  const timestamp = String(outcome.headers['x-service-timestamp']);
+  const expected = createHmac('sha256', signingSecret).update(`${timestamp}.${outcome.body}`).digest('hex');
+  t.is(outcome.headers['x-service-signature'], expected, 'signed with the secret the API showed');
 });
 
 test('the spec’s and the operator settings’ values win over the defaults', (t) => {
@@ -315,7 +569,8 @@ test('the engine container runs `switchboard engine` on its ConfigMap, the datab
   const deployment = engineDeployment(engine(), plainSettings);
   const engineContainer = container(deployment);
   t.is(engineContainer.name, 'engine');
-  t.deepEqual(engineContainer.command, ['node', 'bin/switchboard.js', 'engine']);
+  t.deepEqual(engineContainer.args, ['engine']);
+  t.false('command' in engineContainer);
   t.deepEqual(engineContainer.envFrom, [
     { configMapRef: { name: engineConfigMap(engine(), plainSettings).metadata?.name } },
   ]);
@@ -366,7 +621,7 @@ test('a change of the ConfigMap changes the pod template’s config hash; replic
   t.is(hashOf({}), base);
   t.not(hashOf({ rtpPortMax: 21999 }), base);
   t.not(hashOf({ sipPort: 5070 }), base);
-  t.not(hashOf({}, { ...plainSettings, logLevel: 'warn' }), base);
+  t.not(hashOf({}, { ...plainSettings, passedOn: { LOG_LEVEL: 'warn' } }), base);
   t.not(hashOf({ rtpPortMax: 21999 }), hashOf({ rtpPortMax: 22999 }));
   t.is(hashOf({ replicas: 7 }), base);
   t.is(hashOf({ image: 'ghcr.io/example/switchboard:1.5.0' }), base);

@@ -13,9 +13,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { exportJWK, type GenerateKeyPairResult, generateKeyPair, SignJWT } from 'jose';
 import { mintToken } from '../api/tokens.ts';
-import { resetLegacySecret } from '../core/identity/applications.ts';
+import { ConfigError, loadConfig } from '../core/config.ts';
+import { issueKey, resetLegacySecret } from '../core/identity/applications.ts';
 import { createMember } from '../core/identity/members.ts';
-import { defaultKeyScopes, type Scope } from '../core/scopes.ts';
+import { allScopes, defaultKeyScopes, type Scope } from '../core/scopes.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
 import { type Answer, startService, type TestService, workspaceWithUser, isError } from './helpers/service.ts';
 
@@ -74,6 +75,12 @@ async function createKey(apiKey: string, body: { name?: string; scopes?: string[
   return answer.body as { key: { id: string; prefix: string; scopes: string[] }; apiKey: string };
 }
 
+/** A key holding `scopes`, issued the way `switchboard applications keys create --scopes` issues it. */
+async function keyOf(applicationId: string, scopes: readonly Scope[]) {
+  return (await issueKey(service.pool, { applicationId, name: 'created by switchboard applications keys', scopes }))
+    .secret;
+}
+
 function createKeyAnswer(auth: string, body: Record<string, unknown> = {}) {
   return service.request('POST', '/api/v1/application/keys', { auth, body });
 }
@@ -126,10 +133,10 @@ interface LoginOptions {
   claims?: Record<string, unknown>;
 }
 
-/** A login (OIDC access token) as the configured issuer would sign it. */
+/** A login (OIDC access token) as the configured issuer would sign it, with a verified email unless claims say. */
 async function login(email: string, options: LoginOptions = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ email, ...options.claims })
+  return new SignJWT({ email, email_verified: true, ...options.claims })
     .setProtectedHeader({ alg: 'ES256', kid: options.kid ?? loginKid })
     .setSubject(`subject-${email}`)
     .setIssuer(options.issuer ?? issuer)
@@ -343,7 +350,7 @@ test('op 2 member sessions: a valid login of a member mints a 15-minute member t
   const email = newEmail('bob');
   const member = await addMember(setup.workspace.id, email, ['calls:*', 'routing:*'], 'Bob');
   const before = Date.now();
-  const answer = await memberSession(await login(email));
+  const answer = await memberSession(await login(email), undefined, setup.workspace.id);
   const after = Date.now();
   t.is(answer.status, 201, answer.text);
   t.is(answer.body.memberId, member.id);
@@ -374,7 +381,7 @@ test('op 2 member sessions: the login email matches the member case-insensitivel
   const setup = await workspaceWithUser(service);
   const email = newEmail('carol');
   const member = await addMember(setup.workspace.id, email);
-  const answer = await memberSession(await login(email.toUpperCase()));
+  const answer = await memberSession(await login(email.toUpperCase()), undefined, setup.workspace.id);
   t.is(answer.status, 201, answer.text);
   t.is(answer.body.memberId, member.id);
 });
@@ -383,13 +390,18 @@ test('op 2 member sessions: requested scopes narrow the token; scopes beyond the
   const setup = await workspaceWithUser(service);
   const email = newEmail();
   await addMember(setup.workspace.id, email, ['calls:*', 'routing:*']);
-  const narrowed = await memberSession(await login(email), { scopes: ['calls:*'] });
+  const narrowed = await memberSession(await login(email), { scopes: ['calls:*'] }, setup.workspace.id);
   t.is(narrowed.status, 201, narrowed.text);
   t.deepEqual(narrowed.body.scopes, ['calls:*']);
-  isError(t, await memberSession(await login(email), { scopes: ['numbers:*'] }), 403, 'insufficient_scope');
   isError(
     t,
-    await memberSession(await login(email), { scopes: ['calls:*', 'calls:supervise'] }),
+    await memberSession(await login(email), { scopes: ['numbers:*'] }, setup.workspace.id),
+    403,
+    'insufficient_scope',
+  );
+  isError(
+    t,
+    await memberSession(await login(email), { scopes: ['calls:*', 'calls:supervise'] }, setup.workspace.id),
     403,
     'insufficient_scope',
   );
@@ -420,19 +432,24 @@ test('op 2 member sessions: logins signed by an unknown key, for another audienc
     ['tampered signature', flipSignature(await login(email))],
   ];
   for (const [name, token] of cases) {
-    const answer = await memberSession(token);
+    const answer = await memberSession(token, undefined, setup.workspace.id);
     t.is(answer.status, 401, `${name}: ${answer.text}`);
     t.is(answer.body?.error?.code, 'unauthorized', name);
   }
   // Another issuer is not the configured one: refused before any key is looked up.
-  isError(t, await memberSession(await login(email, { issuer: 'https://elsewhere.example' })), 401, 'unauthorized');
+  isError(
+    t,
+    await memberSession(await login(email, { issuer: 'https://elsewhere.example' }), undefined, setup.workspace.id),
+    401,
+    'unauthorized',
+  );
   // The same login, valid, works: the refusals above were about the token alone.
-  t.is((await memberSession(await login(email))).status, 201);
+  t.is((await memberSession(await login(email), undefined, setup.workspace.id)).status, 201);
 });
 
 test('op 2 member sessions: a valid login that is no member gets 403 forbidden', async (t) => {
   const setup = await workspaceWithUser(service);
-  isError(t, await memberSession(await login(newEmail('stranger'))), 403, 'forbidden');
+  isError(t, await memberSession(await login(newEmail('stranger')), undefined, setup.workspace.id), 403, 'forbidden');
   // Nor of the workspace it names.
   const email = newEmail();
   await addMember(setup.workspace.id, email);
@@ -486,6 +503,129 @@ test('op 2 member sessions: credentials are kept apart (member token, login, key
   // The login itself reaches nothing but member sessions.
   isError(t, await service.request('GET', '/api/v1/members', { auth: loginToken }), 403, 'forbidden');
   isError(t, await service.request('GET', '/api/v1/workspaces', { auth: loginToken }), 403, 'application_key_required');
+});
+
+test('op 2 member sessions: a login needs email_verified: true (false, missing or not the boolean true is 401)', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const email = newEmail();
+  await addMember(setup.workspace.id, email);
+  const cases: [string, Record<string, unknown>][] = [
+    ['false', { email_verified: false }],
+    ['missing', { email_verified: undefined }],
+    ['the string "true"', { email_verified: 'true' }],
+    ['the number 1', { email_verified: 1 }],
+  ];
+  for (const [name, claims] of cases) {
+    const answer = await memberSession(await login(email, { claims }), undefined, setup.workspace.id);
+    isError(t, answer, 401, 'unauthorized', name);
+    t.regex(answer.body.error.message, /email_verified/, name);
+  }
+  t.is((await memberSession(await login(email), undefined, setup.workspace.id)).status, 201);
+});
+
+test('op 2 member sessions: OIDC_ALLOW_UNVERIFIED_EMAIL=true accepts a login whose email is not said to be verified', async (t) => {
+  t.is(loadConfig({ OIDC_ISSUER: issuer }).oidc?.allowUnverifiedEmail, false);
+  t.throws(() => loadConfig({ OIDC_ALLOW_UNVERIFIED_EMAIL: 'yes' }), {
+    instanceOf: ConfigError,
+    message: /OIDC_ALLOW_UNVERIFIED_EMAIL/,
+  });
+
+  const relaxed = await startService(
+    { OIDC_ISSUER: issuer, OIDC_AUDIENCE: audience, OIDC_ALLOW_UNVERIFIED_EMAIL: 'true' },
+    ['api'],
+  );
+  t.teardown(() => relaxed.close());
+  const setup = await workspaceWithUser(relaxed);
+  const email = newEmail();
+  const member = await createMember(relaxed.pool, { workspaceId: setup.workspace.id, email, scopes: ['calls:*'] });
+  for (const claims of [{ email_verified: false }, { email_verified: undefined }, {}]) {
+    const answer = await relaxed.request('POST', '/api/v1/member-sessions', {
+      auth: await login(email, { claims }),
+      workspaceId: setup.workspace.id,
+    });
+    t.is(answer.status, 201, `${JSON.stringify(claims)}: ${answer.text}`);
+    t.is(answer.body.memberId, member.id);
+  }
+  // Relaxed is not open: the signature, audience and membership are still checked.
+  const stranger = await generateKeyPair('ES256');
+  const forged = await login(email, { key: stranger.privateKey, claims: { email_verified: false } });
+  isError(
+    t,
+    await relaxed.request('POST', '/api/v1/member-sessions', { auth: forged, workspaceId: setup.workspace.id }),
+    401,
+    'unauthorized',
+  );
+  isError(
+    t,
+    await relaxed.request('POST', '/api/v1/member-sessions', {
+      auth: await login(newEmail('stranger'), { claims: { email_verified: false } }),
+      workspaceId: setup.workspace.id,
+    }),
+    403,
+    'forbidden',
+  );
+});
+
+test('op 2 member sessions: the member is matched in the workspace the login names, never in another application', async (t) => {
+  const first = await workspaceWithUser(service);
+  const second = await workspaceWithUser(service);
+  t.not(first.applicationId, second.applicationId);
+  const email = newEmail('erin');
+  const inFirst = await addMember(first.workspace.id, email, ['calls:*'], 'Erin at A');
+  const inSecond = await addMember(second.workspace.id, email, ['routing:*'], 'Erin at B');
+
+  // Asking for A's workspace gets A's member, with A's member's scopes, and B's are out of reach.
+  const atFirst = await memberSession(await login(email), undefined, first.workspace.id);
+  t.is(atFirst.status, 201, atFirst.text);
+  t.is(atFirst.body.memberId, inFirst.id);
+  t.is(atFirst.body.applicationId, first.applicationId);
+  t.is(atFirst.body.workspaceId, first.workspace.id);
+  t.is(atFirst.body.externalWorkspaceId, first.workspace.externalWorkspaceId);
+  t.deepEqual(atFirst.body.scopes, ['calls:*']);
+  isError(
+    t,
+    await memberSession(await login(email), { scopes: ['routing:*'] }, first.workspace.id),
+    403,
+    'insufficient_scope',
+  );
+  const token = atFirst.body.token as string;
+  const members = await service.request('GET', '/api/v1/members', { auth: token });
+  t.is(members.status, 200, members.text);
+  t.deepEqual(
+    members.body.data.map((m: { id: string }) => m.id),
+    [inFirst.id],
+  );
+  isError(t, await service.request('GET', `/api/v1/members/${inSecond.id}`, { auth: token }), 404, 'not_found');
+  isError(
+    t,
+    await service.request('GET', '/api/v1/members', { auth: token, workspaceId: second.workspace.id }),
+    403,
+    'workspace_forbidden',
+  );
+
+  // Asking for B's workspace gets B's member (the same person is a member there too), never A's.
+  const atSecond = await memberSession(await login(email), undefined, second.workspace.id);
+  t.is(atSecond.status, 201, atSecond.text);
+  t.is(atSecond.body.memberId, inSecond.id);
+  t.is(atSecond.body.applicationId, second.applicationId);
+
+  // A member of B alone is not found by asking for A's workspace, nor by asking for no workspace at all.
+  const onlyInSecond = newEmail('frank');
+  await addMember(second.workspace.id, onlyInSecond);
+  isError(t, await memberSession(await login(onlyInSecond), undefined, first.workspace.id), 403, 'forbidden');
+  const unnamed = await memberSession(await login(onlyInSecond));
+  isError(t, unnamed, 400, 'invalid_request');
+  t.regex(unnamed.body.error.message, /x-service-workspace-id/);
+  // An external workspace id means nothing without an application: refused too.
+  isError(
+    t,
+    await service.request('POST', '/api/v1/member-sessions', {
+      auth: await login(onlyInSecond),
+      headers: { 'x-service-external-workspace-id': second.workspace.externalWorkspaceId },
+    }),
+    400,
+    'invalid_request',
+  );
 });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -733,6 +873,176 @@ test('op 4 application keys: paging with limit=1 walks every key once, newest fi
     400,
     'invalid_cursor',
   );
+});
+
+test('op 3 application keys: a new key holds at most the issuer’s scopes, asked for or by default; the refusal names what is lacking', async (t) => {
+  const app = await service.application();
+  const narrow = await createKey(app.apiKey, { scopes: ['calls:*', 'numbers:*'] });
+  const beyond = await createKeyAnswer(narrow.apiKey, { scopes: ['calls:*', 'routing:*', 'webhooks:*'] });
+  isError(t, beyond, 403, 'insufficient_scope');
+  t.regex(beyond.body.error.message, /routing:\*, webhooks:\*/);
+  t.notRegex(beyond.body.error.message, /calls:\*/);
+  const verify = await createKeyAnswer(app.apiKey, { scopes: ['verify:send'] });
+  isError(t, verify, 403, 'insufficient_scope');
+  t.regex(verify.body.error.message, /verify:send/);
+  // Left out, the scopes are the issuer's own, never more.
+  const inherited = await createKey(narrow.apiKey);
+  t.deepEqual([...inherited.key.scopes].sort(), ['calls:*', 'numbers:*']);
+  const none = await createKey(narrow.apiKey, { scopes: [] });
+  t.deepEqual(none.key.scopes, []);
+  // A key holding verify:send may pass it on (to an application key that may then issue workspace keys).
+  const verifier = await keyOf(app.applicationId, allScopes);
+  const passed = await createKey(verifier, { scopes: ['verify:send'] });
+  t.deepEqual(passed.key.scopes, ['verify:send']);
+  // Refusals issued nothing: the first key, narrow, inherited, none, verifier and passed.
+  t.is((await listKeys(app.apiKey)).length, 6);
+});
+
+test('op 5 application keys: a key revokes only keys whose scopes it holds (itself included), else 403 insufficient_scope', async (t) => {
+  const app = await service.application();
+  const narrow = await createKey(app.apiKey, { scopes: ['calls:*'] });
+  const fullId = (await listKeys(app.apiKey)).find((k) => k.id !== narrow.key.id)?.id as string;
+
+  // calls:* alone cannot revoke the application's full key: refused, naming what it lacks, and the key still works.
+  const refused = await service.request('DELETE', `/api/v1/application/keys/${fullId}`, { auth: narrow.apiKey });
+  isError(t, refused, 403, 'insufficient_scope');
+  t.regex(refused.body.error.message, /numbers:\*/);
+  t.regex(refused.body.error.message, /webhooks:\*/);
+  t.false(refused.body.error.message.includes('calls:*'), refused.body.error.message);
+  t.is((await service.request('GET', '/api/v1/workspaces', { auth: app.apiKey })).status, 200);
+  t.is((await listKeys(app.apiKey)).find((k) => k.id === fullId)?.revokedAt, null);
+  // Nor later, with an overlap.
+  isError(
+    t,
+    await service.request('DELETE', `/api/v1/application/keys/${fullId}`, {
+      auth: narrow.apiKey,
+      body: { revokeAt: new Date(Date.now() + 60_000).toISOString() },
+    }),
+    403,
+    'insufficient_scope',
+  );
+  t.is((await listKeys(app.apiKey)).find((k) => k.id === fullId)?.revokedAt, null);
+
+  // Keys within its scopes it may revoke: as narrow, narrower, and itself.
+  const sibling = await createKey(app.apiKey, { scopes: ['calls:*'] });
+  const empty = await createKey(app.apiKey, { scopes: [] });
+  for (const key of [sibling, empty]) {
+    const revoked = await service.request('DELETE', `/api/v1/application/keys/${key.key.id}`, { auth: narrow.apiKey });
+    t.is(revoked.status, 200, revoked.text);
+    isError(t, await service.request('GET', '/api/v1/workspaces', { auth: key.apiKey }), 401, 'unauthorized');
+  }
+  const itself = await service.request('DELETE', `/api/v1/application/keys/${narrow.key.id}`, { auth: narrow.apiKey });
+  t.is(itself.status, 200, itself.text);
+  isError(t, await service.request('GET', '/api/v1/workspaces', { auth: narrow.apiKey }), 401, 'unauthorized');
+
+  // The full key revokes narrower keys; another application's key is still 404, not 403 (its scopes stay unsaid).
+  const other = await createKey(app.apiKey, { scopes: ['numbers:*'] });
+  t.is((await service.request('DELETE', `/api/v1/application/keys/${other.key.id}`, { auth: app.apiKey })).status, 200);
+  const foreign = await service.application(undefined, allScopes);
+  const foreignKey = await createKey(foreign.apiKey, { scopes: ['calls:*'] });
+  isError(
+    t,
+    await service.request('DELETE', `/api/v1/application/keys/${foreignKey.key.id}`, { auth: app.apiKey }),
+    404,
+    'not_found',
+  );
+});
+
+test('op 10 and 5 workspace keys: only a credential holding verify:send issues or revokes one', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const path = `/api/v1/workspaces/${setup.workspace.id}/keys`;
+  // The application's first key has the default scopes: every one but verify:send.
+  const refused = await service.request('POST', path, { auth: setup.apiKey, body: { name: 'verification' } });
+  isError(t, refused, 403, 'insufficient_scope');
+  t.regex(refused.body.error.message, /verify:send/);
+  t.deepEqual(
+    (await listKeys(setup.apiKey)).filter((k) => k.workspaceId !== null),
+    [],
+  );
+
+  // A key holding verify:send (as `switchboard applications keys create --scopes ...,verify:send` issues it) may.
+  const verifier = await keyOf(setup.applicationId, allScopes);
+  const issued = await service.request('POST', path, { auth: verifier, body: { name: 'verification' } });
+  t.is(issued.status, 201, issued.text);
+  t.deepEqual(issued.body.key.scopes, ['verify:send']);
+  const onlyVerify = await keyOf(setup.applicationId, ['verify:send']);
+  const second = await service.request('POST', path, { auth: onlyVerify });
+  t.is(second.status, 201, second.text);
+
+  // Revoking a workspace key takes verify:send too.
+  const revokeRefused = await service.request('DELETE', `/api/v1/application/keys/${issued.body.key.id}`, {
+    auth: setup.apiKey,
+  });
+  isError(t, revokeRefused, 403, 'insufficient_scope');
+  t.regex(revokeRefused.body.error.message, /verify:send/);
+  isError(
+    t,
+    await service.request('POST', '/api/v1/verifications', { auth: issued.body.apiKey, body: { to: '+33612345678' } }),
+    501,
+    'not_implemented',
+  );
+  for (const [auth, key] of [
+    [verifier, issued],
+    [onlyVerify, second],
+  ] as const) {
+    const revoked = await service.request('DELETE', `/api/v1/application/keys/${key.body.key.id}`, { auth });
+    t.is(revoked.status, 200, revoked.text);
+    isError(
+      t,
+      await service.request('POST', '/api/v1/verifications', { auth: key.body.apiKey, body: { to: '+33612345678' } }),
+      401,
+      'unauthorized',
+    );
+  }
+});
+
+test('legacy application secret: it holds the default scopes, so it neither issues nor revokes workspace keys', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const secret = await resetLegacySecret(service.pool, setup.applicationId);
+  const headers = { 'x-service-application': setup.applicationId };
+  const path = `/api/v1/workspaces/${setup.workspace.id}/keys`;
+  isError(t, await service.request('POST', path, { auth: secret, headers }), 403, 'insufficient_scope');
+  const workspaceKey = await service.request('POST', path, { auth: await keyOf(setup.applicationId, allScopes) });
+  t.is(workspaceKey.status, 201, workspaceKey.text);
+  isError(
+    t,
+    await service.request('DELETE', `/api/v1/application/keys/${workspaceKey.body.key.id}`, { auth: secret, headers }),
+    403,
+    'insufficient_scope',
+  );
+  // Within the default scopes it issues and revokes application keys.
+  const issued = await service.request('POST', '/api/v1/application/keys', { auth: secret, headers });
+  t.is(issued.status, 201, issued.text);
+  t.deepEqual([...issued.body.key.scopes].sort(), [...defaultKeyScopes].sort());
+  isError(
+    t,
+    await service.request('POST', '/api/v1/application/keys', {
+      auth: secret,
+      headers,
+      body: { scopes: ['verify:send'] },
+    }),
+    403,
+    'insufficient_scope',
+  );
+  const revoked = await service.request('DELETE', `/api/v1/application/keys/${issued.body.key.id}`, {
+    auth: secret,
+    headers,
+  });
+  t.is(revoked.status, 200, revoked.text);
+});
+
+test('op 4 application keys: any application key lists every key of its application (never a secret)', async (t) => {
+  const app = await service.application(undefined, allScopes);
+  const workspace = await createWorkspace(app.apiKey);
+  const issued = await service.request('POST', `/api/v1/workspaces/${workspace.id}/keys`, { auth: app.apiKey });
+  t.is(issued.status, 201, issued.text);
+  const narrow = await createKey(app.apiKey, { scopes: [] });
+  const list = await service.request('GET', '/api/v1/application/keys', { auth: narrow.apiKey });
+  t.is(list.status, 200, list.text);
+  t.is(list.body.data.length, 3);
+  t.false(list.text.includes(issued.body.apiKey));
+  t.false(list.text.includes(app.apiKey));
+  t.false(list.text.includes(narrow.apiKey));
 });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1069,8 +1379,9 @@ test('op 9 workspaces: PATCH renames, canonicalises the timezone and merges limi
 
 test('op 10 workspace keys: a workspace key holds only verify:send and is not an application key', async (t) => {
   const setup = await workspaceWithUser(service);
+  const verifier = await keyOf(setup.applicationId, allScopes);
   const answer = await service.request('POST', `/api/v1/workspaces/${setup.workspace.id}/keys`, {
-    auth: setup.apiKey,
+    auth: verifier,
     body: { name: 'verification' },
   });
   t.is(answer.status, 201, answer.text);
@@ -1107,8 +1418,8 @@ test('op 10 workspace keys: a workspace key holds only verify:send and is not an
   t.false(keys.text.includes(apiKey));
   t.truthy(keys.body.data.find((k: { id: string }) => k.id === key.id));
 
-  // Revoked like any key.
-  const revoked = await service.request('DELETE', `/api/v1/application/keys/${key.id}`, { auth: setup.apiKey });
+  // Revoked like any key, by a key holding its verify:send.
+  const revoked = await service.request('DELETE', `/api/v1/application/keys/${key.id}`, { auth: verifier });
   t.is(revoked.status, 200, revoked.text);
   isError(
     t,
@@ -1120,7 +1431,7 @@ test('op 10 workspace keys: a workspace key holds only verify:send and is not an
   const other = await workspaceWithUser(service);
   isError(
     t,
-    await service.request('POST', `/api/v1/workspaces/${other.workspace.id}/keys`, { auth: setup.apiKey }),
+    await service.request('POST', `/api/v1/workspaces/${other.workspace.id}/keys`, { auth: verifier }),
     403,
     'workspace_forbidden',
   );

@@ -6,16 +6,21 @@
  * API; an edited definition is a new version; an invalid plan is Valid=False and never published. Faults: a watch cut
  * mid-stream, 410 Gone, 409 on update, a second operator waiting for the Lease and taking it when the first steps
  * down. Engine pools: children applied with server-side apply and owner references, pruned, readiness from the
- * Deployment, carriers in PostgreSQL, all gone with the Engine. Events for condition changes.
+ * Deployment, carriers in PostgreSQL, all gone with the Engine; the pods' settings from the operator's configuration
+ * (SWITCHBOARD_SECRET by the Secret it names), and an operator that could not give them refuses to start. Events for
+ * condition changes.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { PassThrough } from 'node:stream';
 import test from 'ava';
-import { KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import { KubernetesObjectApi, type KubernetesObject, PatchStrategy, type V1Container } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
+import { ConfigError, loadConfig } from '../core/config.ts';
 import { KubernetesResourceStore } from '../core/resources/kubernetes-store.ts';
+import { startRoles } from '../core/roles.ts';
 import type { Resource, ResourceKind } from '../core/resources/store.ts';
 import { LeaseLeadership } from '../operator/lease.ts';
 import { startOperator } from '../operator/operator.ts';
@@ -33,17 +38,19 @@ import {
 import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 const namespace = 'switchboard';
+const serviceSecret = 'the service secret of this cluster, 32 characters or more';
 
 let kube: KubeApiServer;
 let service: TestService;
 let store: KubernetesResourceStore;
 let objects: KubernetesObjectApi;
 let kubeconfigDir: string;
+let kubeconfig: string;
 
 test.before(async () => {
   kube = await startKubeApiServer({ bookmarkIntervalMs: 200 });
   kubeconfigDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-kube-'));
-  const kubeconfig = path.join(kubeconfigDir, 'config');
+  kubeconfig = path.join(kubeconfigDir, 'config');
   await writeFile(kubeconfig, kube.kubeConfig(namespace).exportConfig());
   service = await startService(
     {
@@ -52,6 +59,10 @@ test.before(async () => {
       RESOURCE_NAMESPACE: namespace,
       LEASE_NAMESPACE: namespace,
       ENGINE_DATABASE_SECRET: 'switchboard-database/url',
+      // As the chart sets them with switchboardSecret.existingSecret: the engine pods get the same secret.
+      SWITCHBOARD_SECRET: serviceSecret,
+      ENGINE_SWITCHBOARD_SECRET: 'switchboard-secret/secret',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     },
     ['api', 'operator'],
   );
@@ -422,7 +433,18 @@ test('an Engine: children applied with server-side apply and owner references, p
     kube.object(`/api/v1/namespaces/${namespace}/services/${name}-engine-sip`),
     'off the host network: SIP Service',
   );
-  t.truthy(kube.object(`/api/v1/namespaces/${namespace}/configmaps/${name}-engine`));
+  // The pods' settings come from the operator's own configuration: its SWITCHBOARD_SECRET by the Secret it names
+  // (never the value), the settings it passes on in the ConfigMap.
+  const configMap = kube.object(`/api/v1/namespaces/${namespace}/configmaps/${name}-engine`) as KubernetesObject & {
+    data: Record<string, string>;
+  };
+  t.is(configMap.data.WEBHOOK_ALLOW_PRIVATE_NETWORKS, 'true');
+  const [engineContainer] = (deployment as unknown as { spec: { template: { spec: { containers: V1Container[] } } } })
+    .spec.template.spec.containers;
+  t.deepEqual(engineContainer?.env?.find((variable) => variable.name === 'SWITCHBOARD_SECRET')?.valueFrom, {
+    secretKeyRef: { name: 'switchboard-secret', key: 'secret' },
+  });
+  t.false(JSON.stringify([deployment, configMap]).includes(serviceSecret));
   t.truthy(kube.object(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/${name}-engine`));
   const carriers = await service.pool.query<{ username: string; engine: string }>(
     'SELECT username, engine FROM carriers WHERE name = $1',
@@ -455,4 +477,26 @@ test('an Engine: children applied with server-side apply and owner references, p
   await untilTrue(() => kube.object(deploymentPath) === undefined, 'the Deployment goes with its Engine');
   t.is(kube.object(`/api/v1/namespaces/${namespace}/configmaps/${name}-engine`), undefined);
   t.is(await store.get('Engine', namespace, name), undefined);
+});
+
+test('an operator in a cluster with SWITCHBOARD_SECRET and no Secret naming it for its engine pods refuses to start', async (t) => {
+  // Nothing is opened before the refusal: this database does not exist.
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+    RESOURCE_STORE: 'kubernetes',
+    KUBECONFIG: kubeconfig,
+    SWITCHBOARD_SECRET: serviceSecret,
+  });
+  await t.throwsAsync(startRoles(config, new Set(['operator'])), {
+    instanceOf: ConfigError,
+    message: /ENGINE_SWITCHBOARD_SECRET must name the Secret/,
+  });
+  // Without a cluster it runs no engine pods, and needs none.
+  const standalone = loadConfig({
+    DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+    SWITCHBOARD_SECRET: serviceSecret,
+  });
+  await t.throwsAsync(startRoles(standalone, new Set(['operator']), { logStream: new PassThrough() }), {
+    message: /ECONNREFUSED|connect/,
+  });
 });

@@ -24,20 +24,38 @@ import {
   type Setup,
   untilResource,
 } from './helpers/resources.ts';
-import { startService, type TestService, workspaceWithUser } from './helpers/service.ts';
+import { isError, request, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 
 let service: TestService;
 let store: PostgresResourceStore;
 const namespace = 'switchboard';
+const fixtures = fileURLToPath(new URL('./fixtures/tls/', import.meta.url));
+let tlsDir: string;
+
+/** A folder as the chart mounts the webhook's certificate: `tls.crt` and `tls.key` (of the test CA, see test/run.ts). */
+async function admissionTlsDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'admission-tls-'));
+  await copyFile(path.join(fixtures, 'localhost.pem'), path.join(dir, 'tls.crt'));
+  await copyFile(path.join(fixtures, 'localhost-key.pem'), path.join(dir, 'tls.key'));
+  return dir;
+}
 
 test.before(async () => {
-  service = await startService({}, ['api', 'operator']);
+  tlsDir = await admissionTlsDir();
+  service = await startService({ ADMISSION_TLS_DIR: tlsDir, ADMISSION_PORT: '0' }, ['api', 'operator']);
   store = new PostgresResourceStore(service.pool);
 });
 
 test.after.always(async () => {
   await service?.close();
+  if (tlsDir !== undefined) await rm(tlsDir, { recursive: true, force: true });
 });
+
+/** An AdmissionReview to the admission webhook's own HTTPS listener, as the Kubernetes API server sends it. */
+function validate(review: unknown) {
+  if (service.admissionUrl === undefined) throw new Error('the operator serves no admission webhook');
+  return request(service.admissionUrl, 'POST', '/validate', { body: review, idempotencyKey: null });
+}
 
 function api(setup: Setup) {
   return (method: string, path: string, body?: unknown) =>
@@ -312,7 +330,7 @@ test('the admission webhook refuses an invalid plan with the REST issues, and th
   const review = admission('CREATE', 'RoutingPlan', {
     object: { metadata: { name: 'broken' }, spec: { ...owner, name: 'Broken', definition } },
   });
-  const answer = await service.request('POST', '/validate', { body: review, idempotencyKey: null });
+  const answer = await validate(review);
   t.is(answer.status, 200, answer.text);
   t.like(answer.body, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' });
   t.is(answer.body.response.uid, review.request.uid);
@@ -329,23 +347,20 @@ test('the admission webhook refuses an invalid plan with the REST issues, and th
 
   // A valid plan, a spec that breaks the schema, and a workspace of another application.
   const valid = { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } };
-  const allowed = await service.request('POST', '/validate', {
-    body: admission('UPDATE', 'RoutingPlan', { object: { spec: { ...owner, name: 'Fine', definition: valid } } }),
-    idempotencyKey: null,
-  });
+  const allowed = await validate(
+    admission('UPDATE', 'RoutingPlan', { object: { spec: { ...owner, name: 'Fine', definition: valid } } }),
+  );
   t.true(allowed.body.response.allowed, allowed.text);
-  const shapeless = await service.request('POST', '/validate', {
-    body: admission('CREATE', 'RoutingPlan', { object: { spec: { ...owner, definition: valid } } }),
-    idempotencyKey: null,
-  });
+  const shapeless = await validate(
+    admission('CREATE', 'RoutingPlan', { object: { spec: { ...owner, definition: valid } } }),
+  );
   t.false(shapeless.body.response.allowed);
   t.regex(JSON.stringify(shapeless.body.response.status.details.causes), /name/);
-  const elsewhere = await service.request('POST', '/validate', {
-    body: admission('CREATE', 'RoutingPlan', {
+  const elsewhere = await validate(
+    admission('CREATE', 'RoutingPlan', {
       object: { spec: { ...owner, applicationId: 'someone-else', name: 'X', definition: valid } },
     }),
-    idempotencyKey: null,
-  });
+  );
   t.false(elsewhere.body.response.allowed);
 
   // A queue a plan uses cannot be deleted; an unused one can.
@@ -356,20 +371,18 @@ test('the admission webhook refuses an invalid plan with the REST issues, and th
     definition: planDefinition(queue.body.id),
   });
   t.is(uses.status, 201, uses.text);
-  const refuse = await service.request('POST', '/validate', {
-    body: admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: queue.body.id } } }),
-    idempotencyKey: null,
-  });
+  const refuse = await validate(
+    admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: queue.body.id } } }),
+  );
   t.false(refuse.body.response.allowed);
   t.regex(refuse.body.response.status.message, /^in_use: this queue is used by routing plan "Uses busy"/);
-  const unusedDelete = await service.request('POST', '/validate', {
-    body: admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: idle.body.id } } }),
-    idempotencyKey: null,
-  });
+  const unusedDelete = await validate(
+    admission('DELETE', 'Queue', { oldObject: { metadata: { uid: randomUUID() }, spec: { id: idle.body.id } } }),
+  );
   t.true(unusedDelete.body.response.allowed);
 
   // Not an AdmissionReview: 400 in the envelope.
-  const garbage = await service.request('POST', '/validate', { body: { hello: 'world' }, idempotencyKey: null });
+  const garbage = await validate({ hello: 'world' });
   t.is(garbage.status, 400);
   t.is(garbage.body.error.code, 'invalid_request');
 });
@@ -438,11 +451,8 @@ test('a WebhookEndpoint resource makes the endpoint the API shows; without a clu
 });
 
 test('with ADMISSION_TLS_DIR the operator serves the admission webhook over HTTPS', async (t) => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'admission-tls-'));
+  const dir = await admissionTlsDir();
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const fixtures = fileURLToPath(new URL('./fixtures/tls/', import.meta.url));
-  await copyFile(path.join(fixtures, 'localhost.pem'), path.join(dir, 'tls.crt'));
-  await copyFile(path.join(fixtures, 'localhost-key.pem'), path.join(dir, 'tls.key'));
   const tls = await startService({ ADMISSION_TLS_DIR: dir, ADMISSION_PORT: '0' }, ['operator']);
   t.teardown(() => tls.close());
   t.regex(tls.admissionUrl ?? '', /^https:\/\/localhost:\d+$/);
@@ -456,6 +466,39 @@ test('with ADMISSION_TLS_DIR the operator serves the admission webhook over HTTP
   t.is(answer.status, 200);
   const body = (await answer.json()) as { response: { uid: string; allowed: boolean } };
   t.deepEqual(body.response, { uid: review.request.uid, allowed: true });
+  // The operator's health and metrics port does not serve it.
+  isError(t, await tls.request('POST', '/validate', { body: review, idempotencyKey: null }), 404, 'not_found');
+});
+
+test('under `all` the API’s port does not serve the admission webhook: 404 in the envelope, with or without a certificate', async (t) => {
+  const dir = await admissionTlsDir();
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const all = await startService({ ADMISSION_TLS_DIR: dir, ADMISSION_PORT: '0' }, ['api', 'engine', 'operator']);
+  t.teardown(() => all.close());
+  const withoutCertificate = await startService({}, ['api', 'engine', 'operator']);
+  t.teardown(() => withoutCertificate.close());
+  // A queue a plan uses: the webhook refuses its deletion, which tells whoever asks that the queue exists.
+  const setup = await workspaceWithUser(all);
+  const create = (path: string, body: unknown) =>
+    all.request('POST', `/api/v1${path}`, { auth: setup.apiKey, workspaceId: setup.workspace.id, body });
+  const queue = await create('/queues', { name: 'Busy' });
+  t.is(queue.status, 201, queue.text);
+  const plan = await create('/routing-plans', { name: 'Uses busy', definition: planDefinition(queue.body.id) });
+  t.is(plan.status, 201, plan.text);
+  const review = admission('DELETE', 'Queue', {
+    oldObject: { metadata: { uid: randomUUID() }, spec: { id: queue.body.id } },
+  });
+  for (const running of [all, withoutCertificate]) {
+    const answer = await running.request('POST', '/validate', { body: review, idempotencyKey: null });
+    isError(t, answer, 404, 'not_found');
+    t.false(answer.text.includes('in_use'));
+  }
+  t.is(withoutCertificate.admissionUrl, undefined, 'without a certificate there is no admission webhook at all');
+  // Its own HTTPS listener answers, as the Kubernetes API server calls it.
+  const answered = await request(all.admissionUrl ?? '', 'POST', '/validate', { body: review, idempotencyKey: null });
+  t.is(answered.status, 200, answered.text);
+  t.false(answered.body.response.allowed);
+  t.regex(answered.body.response.status.message, /^in_use: /);
 });
 
 test('examples/ applied as written: the queue and the plan reconcile and answer the REST API; the endpoint’s Secret needs a cluster', async (t) => {

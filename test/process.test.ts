@@ -1,7 +1,7 @@
 /**
- * The `switchboard` command as a user runs it: real child processes of `bin/switchboard.js`, the embedded PostgreSQL
- * of a standalone install, the admin commands joining a running service, draining on SIGTERM, restarts that keep
- * their data, and each role started on its own.
+ * The `switchboard` command as a user runs it: real child processes (of the sources, test/helpers/cli.ts), the
+ * embedded PostgreSQL of a standalone install, the admin commands joining a running service, draining on SIGTERM,
+ * restarts that keep their data, and each role started on its own.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -12,14 +12,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import { PG_MIGRATE_LOCK_ID } from 'node-pg-migrate';
 import pg from 'pg';
+import { switchboardArgs } from './helpers/cli.ts';
 import { freshDatabase, type TestDatabase } from './helpers/database.ts';
 import { request } from './helpers/service.ts';
-
-const bin = fileURLToPath(new URL('../bin/switchboard.js', import.meta.url));
 
 /** Polls `check` until it holds (or fails the test after `timeoutMs`). */
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -65,7 +63,9 @@ function collect(child: ChildProcess): Promise<Outcome> {
 
 /** Runs `switchboard <args>` to its end. */
 function switchboard(args: string[], env: Record<string, string | undefined>): Promise<Outcome> {
-  return collect(spawn(process.execPath, [bin, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+  return collect(
+    spawn(process.execPath, [...switchboardArgs, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 interface RunningProcess {
@@ -87,7 +87,10 @@ function terminate(child: ChildProcess): void {
 
 /** Starts a role (`all`, `api`, ...) and waits for its "switchboard started" line on stdout. */
 async function startSwitchboard(role: string, env: Record<string, string | undefined>): Promise<RunningProcess> {
-  const child = spawn(process.execPath, [bin, role], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...switchboardArgs, role], {
+    env: childEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const exited = collect(child);
   const spawned = { child, exited };
   running.add(spawned);

@@ -598,6 +598,9 @@ test.serial('purged tombstones expire the watches from before them; later watche
   const before = await store.list('Queue', ns);
   const early = await watchFrom(t, 'Queue', ns, before.resourceVersion);
   await store.apply({ kind: 'Queue', namespace: ns, name: 'gone', spec: { v: 1 } }, writer);
+  // The store keeps one row per resource: a watch that first reads after the delete sees only the tombstone, so the
+  // delete waits until the watch has seen the resource added (under load that first read can come late).
+  await early.recorder.until(1);
   await store.delete('Queue', ns, 'gone', writer);
   await early.recorder.until(2);
   t.deepEqual(early.recorder.summary(), ['ADDED gone', 'DELETED gone']);

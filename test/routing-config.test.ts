@@ -13,7 +13,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createMember } from '../core/identity/members.ts';
 import type { Scope } from '../core/scopes.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
-import { openSecret } from '../core/webhooks/secrets.ts';
+import { openSecret } from '../core/sealing.ts';
 import { mintToken } from '../api/tokens.ts';
 import {
   type Answer,

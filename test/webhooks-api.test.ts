@@ -13,7 +13,7 @@ import { appendEvent } from '../core/events/outbox.ts';
 import { eventTypes } from '../core/events/types.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
 import { isPublicAddress } from '../core/webhooks/address.ts';
-import { openSecret } from '../core/webhooks/secrets.ts';
+import { openSecret } from '../core/sealing.ts';
 import { checkWebhookUrl } from '../core/webhooks/url.ts';
 import { isError, startService, type TestService, workspaceWithUser } from './helpers/service.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Operations 44-48: AI agents, the voice bots an `ai_answer` step hands callers to. The provider's API key is
- * write-only: stored encrypted (AES-256-GCM, core/webhooks/secrets.ts) and shown only as `hasApiKey`. Deleting an
+ * write-only: stored encrypted (AES-256-GCM, core/sealing.ts) and shown only as `hasApiKey`. Deleting an
  * agent that a routing plan uses is refused (409 `in_use`).
  */
 import type { FastifyInstance } from 'fastify';
@@ -8,7 +8,7 @@ import { Type } from 'typebox';
 
 import { aiProviders } from '../../core/routing/definition.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
-import { sealSecret } from '../../core/webhooks/secrets.ts';
+import { sealSecret } from '../../core/sealing.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';

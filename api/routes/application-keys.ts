@@ -27,13 +27,21 @@ export const IssuedKey = Type.Object({
   apiKey: Type.String({ description: 'The secret, shown this once' }),
 });
 
-/** A new key's scopes: those asked for, at most the caller's own (no escalation). */
+/**
+ * The rule of operations 1-3, 5 and 10 (docs/foundation.md, Identity): a credential issues, mints or revokes only
+ * what holds no scope it lacks itself. Throws 403 `insufficient_scope` naming the scopes it lacks.
+ */
+export function requireHeldScopes(scopes: readonly string[], held: ReadonlySet<string>, action: string): void {
+  const lacking = [...new Set(scopes.filter((scope) => !held.has(scope)))];
+  if (lacking.length > 0) {
+    throw new ApiError('insufficient_scope', `${action} needs ${lacking.join(', ')}, which this credential lacks`);
+  }
+}
+
+/** A new key's or token's scopes: those asked for (by default the caller's own), never beyond the caller's. */
 export function grantableScopes(requested: string[] | undefined, held: ReadonlySet<string>): Scope[] {
   const scopes = requested ?? [...held];
-  const beyond = scopes.filter((scope) => !held.has(scope));
-  if (beyond.length > 0) {
-    throw new ApiError('insufficient_scope', `this credential cannot grant ${beyond.join(', ')}`);
-  }
+  requireHeldScopes(scopes, held, 'granting these scopes');
   return scopes as Scope[];
 }
 
@@ -93,13 +101,21 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
       if (at.getTime() > Date.now() + maxOverlapDays * 86_400_000) {
         throw new ApiError('invalid_request', `body.revokeAt must be within ${maxOverlapDays} days`);
       }
+      // A key's scopes never change, so the check and the update need no lock between them.
+      const target = await db.query<{ scopes: string[] }>(
+        'SELECT scopes FROM api_keys WHERE id = $1 AND application_id = $2',
+        [params.id, principal.applicationId],
+      );
+      const scopes = target.rows[0]?.scopes;
+      if (scopes === undefined) throw notFound('key');
+      // Revoking takes a key's power away from whoever uses it: only a credential holding all of it may do that.
+      requireHeldScopes(scopes, principal.scopes, 'revoking this key');
       const result = await db.query<KeyRow>(
         `UPDATE api_keys SET revoked_at = LEAST(coalesce(revoked_at, 'infinity'), greatest($3::timestamptz, now()))
           WHERE id = $1 AND application_id = $2 RETURNING ${keyColumns}`,
         [params.id, principal.applicationId, at.toISOString()],
       );
-      const row = result.rows[0];
-      if (row === undefined) throw notFound('key');
+      const row = result.rows[0] as KeyRow;
       // Every process drops the key from its cache when this commits: this one before it answers, the others on
       // the change notice PostgreSQL delivers at commit.
       await announce(db, credentialChannel, row.id);

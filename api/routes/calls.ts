@@ -1,26 +1,25 @@
 /**
  * Operations 50-52: calls (docs/calls.md). Calls are written by the engine (core/calls/calls.ts); the API lists
- * them, shows one with its legs, and asks the engine that holds a call's media to hang it up: a notice on
- * `callControlChannel`, then the answer once the engine has ended the call (or after 5 seconds, marked
+ * them, shows one with its legs, and asks the engine that holds a call's media to hang it up: the request is recorded
+ * on the call and announced on `callControlChannel` in the request's transaction, then, with that transaction
+ * committed and no connection held, the answer waits until the engine has ended the call (or 5 seconds, marked
  * `hangupRequested`).
  */
-import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { announce, callControlChannel } from '../../core/change-notices.ts';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { CallObject } from '../../core/events/types.ts';
 import { type CallRow, type CallState, callColumns, callObject } from '../../core/calls/calls.ts';
+import { CallEndings } from '../call-endings.ts';
+import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
-/** The channel the engines LISTEN on for call control: `{ callId, action: 'hangup' }` as JSON. */
-
-/** How long a hangup waits for the owning engine to end the call, and how often it looks. */
+/** How long a hangup waits for the owning engine to end the call. */
 const hangupWaitMillis = 5_000;
-const hangupPollMillis = 50;
 
 const callStates = [
   'initiated',
@@ -127,40 +126,53 @@ async function workspaceCall(db: Queryable, id: string, workspaceId: string): Pr
   return result.rows[0];
 }
 
-/** A pool connection, waited for no longer than `ms` (the database may be unreachable: answer 503, not hang). */
-async function poolClient(pool: pg.Pool, ms: number): Promise<pg.PoolClient> {
-  const pending = pool.connect();
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new ApiError('unavailable', 'no database connection is free to reach the call engine; retry')),
-      ms,
-    );
-  });
+/** Records a hangup request on a call of the workspace (row-locked until the request commits); the call as it is. */
+async function recordHangup(db: Queryable, id: string, workspaceId: string): Promise<CallRow | undefined> {
+  const result = await db.query<CallRow>(
+    `UPDATE calls c SET hangup_requested_at = clock_timestamp() FROM workspaces w
+      WHERE c.id = $1 AND c.workspace_id = $2 AND w.id = c.workspace_id RETURNING ${callColumns}`,
+    [id, workspaceId],
+  );
+  return result.rows[0];
+}
+
+/**
+ * The answer of a hangup once recorded: the call as soon as it has ended, or as it is after the wait, marked
+ * `hangupRequested`. Runs after the request committed, holding a connection only for each short read.
+ */
+async function hangupOutcome(
+  services: Services,
+  endings: CallEndings,
+  recorded: CallRow,
+  wait: { started: number; until: number },
+  request: FastifyRequest,
+): Promise<Answer> {
+  const watch = endings.watch(recorded.id);
   try {
-    return await Promise.race([pending, timeout]);
-  } catch (error) {
-    // The connection may still come: hand it straight back.
-    pending.then((client) => client.release()).catch(() => {});
-    throw error;
+    for (;;) {
+      const row = (await workspaceCall(services.pool, recorded.id, recorded.workspace_id)) ?? recorded;
+      if (row.ended_at !== null) return { status: 200, body: callJson(row) };
+      const left = wait.until - Date.now();
+      if (left <= 0) {
+        request.log.warn(
+          { callId: row.id, engineOwner: row.engine_owner, waitedMs: Date.now() - wait.started },
+          'hangup: the engine did not end the call in time; answering with hangupRequested',
+        );
+        return { status: 200, body: { ...callJson(row), hangupRequested: true } };
+      }
+      await watch.next(left);
+    }
   } finally {
-    clearTimeout(timer);
+    watch.stop();
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 export function callRoutes(app: FastifyInstance, services: Services) {
-  // Hangup notices go out on connections of their own: under load every connection of the main pool can be held by
-  // request transactions (each hangup holds one while it waits for the engine), and the notice must not queue
-  // behind them.
-  const control = new pg.Pool({
-    connectionString: services.databaseUrl,
-    max: 2,
-    application_name: 'switchboard-call-control',
-  });
-  control.on('error', (error) => app.log.warn({ err: error }, 'call control connection lost'));
-  app.addHook('onClose', () => control.end());
+  const hangupWait = services.hangupWaitMs ?? hangupWaitMillis;
+  // Waiting hangups hear that their call ended through one listening connection for the process.
+  const endings = new CallEndings(services.databaseUrl, (message) => app.log.warn(message));
+  app.addHook('onReady', () => endings.start());
+  app.addHook('onClose', () => endings.close());
   // A user token (U) sees all of its workspace's calls, as keys and member tokens do: no call belongs to one
   // application user yet (calls come from carriers into routing plans), so there is nothing narrower to show.
   defineOperation(app, services, 'listCalls', {
@@ -224,40 +236,25 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      // `db` is the idempotent transaction: its answer is stored when it commits, after this returns. The call row
-      // is only read here, never locked, so the engine's own transaction that ends the call is not held up by it.
-      const { db, request } = context;
-      const found = await workspaceCall(db, context.params.id as string, workspace.id);
-      if (found === undefined) throw notFound('call');
-      if (found.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
-
-      // Only the engine that holds the call's media can end it. The notice goes out on a pool connection of its
-      // own (autocommit): sent in the transaction, it would be delivered only at commit, after the wait below.
       const started = Date.now();
-      const client = await poolClient(control, hangupWaitMillis);
-      try {
-        // The request is recorded first: an engine that missed the notice (its listener reconnecting) finds it.
-        await client.query(
-          'UPDATE calls SET hangup_requested_at = clock_timestamp() WHERE id = $1 AND ended_at IS NULL',
-          [found.id],
-        );
-        await announce(client, callControlChannel, JSON.stringify({ callId: found.id, action: 'hangup' }));
-      } finally {
-        client.release();
-      }
-
-      // The transaction is READ COMMITTED: each read sees the engine's commit as soon as it is made.
-      let row = found;
-      while (row.ended_at === null && Date.now() - started < hangupWaitMillis) {
-        await sleep(hangupPollMillis);
-        row = (await workspaceCall(db, found.id, workspace.id)) ?? row;
-      }
-      if (row.ended_at !== null) return { status: 200, body: callJson(row) };
-      request.log.warn(
-        { callId: row.id, engineOwner: row.engine_owner, waitedMs: Date.now() - started },
-        'hangup: the engine did not end the call in time; answering with hangupRequested',
-      );
-      return { status: 200, body: { ...callJson(row), hangupRequested: true } };
+      // `db` is the idempotent transaction. The request is recorded on the call, so that an engine that missed the
+      // notice (its listener reconnecting) finds it, and announced: the owning engine hears it once this commits.
+      const row = await recordHangup(context.db, context.params.id as string, workspace.id);
+      if (row === undefined) throw notFound('call');
+      // A 4xx rolls the request back: nothing is recorded or announced.
+      if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
+      await announce(context.db, callControlChannel, JSON.stringify({ callId: row.id, action: 'hangup' }));
+      // Stored as the answer until the wait below finishes (docs/calls.md: a retry meanwhile is 409
+      // idempotency_in_progress, and a retry after a crash gets this one).
+      return {
+        status: 200,
+        body: { ...callJson(row), hangupRequested: true },
+        finishLater: {
+          withinMs: hangupWait,
+          finish: () =>
+            hangupOutcome(services, endings, row, { started, until: started + hangupWait }, context.request),
+        },
+      };
     },
   });
 }

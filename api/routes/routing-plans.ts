@@ -294,7 +294,12 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     schemas: {
       params: IdParams,
       body: Type.Object(
-        { version: Type.Optional(Type.Integer({ minimum: 1, description: 'The version to publish; default newest' })) },
+        {
+          // Versions are PostgreSQL integers: a larger number is no version rather than an error of the database.
+          version: Type.Optional(
+            Type.Integer({ minimum: 1, maximum: 2147483647, description: 'The version to publish; default newest' }),
+          ),
+        },
         { additionalProperties: false },
       ),
       response: { 200: RoutingPlan },

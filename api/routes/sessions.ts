@@ -1,12 +1,13 @@
 /**
  * Operations 1-2: end-user tokens. The backend mints a user token with its application key (scopes at most the
- * key's; the user must exist now); a signed-in member mints their own member token from their login.
+ * key's; the user must exist now); a signed-in member mints their own member token from their login, in the
+ * workspace the login names.
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
 import type { Scope } from '../../core/scopes.ts';
-import { defineOperation, type Services } from '../route.ts';
+import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, ScopeList, Uuid } from '../schemas.ts';
 import { mintToken, type TokenClaims } from '../tokens.ts';
 import { grantableScopes } from './application-keys.ts';
@@ -83,35 +84,25 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       body: Type.Object({ scopes: Type.Optional(ScopeList) }, { additionalProperties: false }),
       response: { 201: Session },
     },
-    handler: async ({ db, body, principal, workspace }) => {
+    handler: async (context) => {
+      const { db, body, principal } = context;
       const login = principal.login;
       if (login === undefined) throw new ApiError('forbidden', 'a member login is required');
-      const found = await db.query<{
-        id: string;
-        workspace_id: string;
-        scopes: string[];
-        application_id: string;
-        external_workspace_id: string;
-      }>(
-        `SELECT m.id, m.workspace_id, m.scopes, w.application_id, w.external_workspace_id
-           FROM members m JOIN workspaces w ON w.id = m.workspace_id
-          WHERE lower(m.email) = lower($1) AND ($2::uuid IS NULL OR m.workspace_id = $2)`,
-        [login.email, workspace?.id ?? null],
+      const ref = requireWorkspace(context);
+      // One issuer serves every application, and the same email may be a member in several of them: the member is
+      // looked up in the workspace the login names (so within its application) and nowhere else.
+      const found = await db.query<{ id: string; scopes: string[] }>(
+        'SELECT id, scopes FROM members WHERE workspace_id = $1 AND lower(email) = lower($2)',
+        [ref.id, login.email],
       );
-      if (found.rows.length === 0) throw new ApiError('forbidden', 'this login is not a member of that workspace');
-      if (found.rows.length > 1) {
-        throw new ApiError(
-          'invalid_request',
-          'this login is a member of several workspaces: name one with header x-service-workspace-id',
-        );
-      }
-      const member = found.rows[0] as (typeof found.rows)[number];
+      const member = found.rows[0];
+      if (member === undefined) throw new ApiError('forbidden', 'this login is not a member of that workspace');
       const scopes = grantableScopes(body.scopes, new Set(member.scopes)) as Scope[];
       return session(services.keys.tokens, {
         kind: 'member',
-        applicationId: member.application_id,
-        workspaceId: member.workspace_id,
-        externalWorkspaceId: member.external_workspace_id,
+        applicationId: ref.applicationId,
+        workspaceId: ref.id,
+        externalWorkspaceId: ref.externalWorkspaceId,
         subjectId: member.id,
         externalUserId: null,
         scopes,

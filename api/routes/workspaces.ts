@@ -7,7 +7,7 @@ import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
-import { IssuedKey } from './application-keys.ts';
+import { IssuedKey, requireHeldScopes } from './application-keys.ts';
 
 const Prefix = Type.String({ pattern: '^\\+[0-9]{1,15}$', description: 'An E.164 prefix such as +1 or +4420' });
 
@@ -201,8 +201,9 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
       body: Type.Object({ name: Type.Optional(Name) }, { additionalProperties: false }),
       response: { 201: IssuedKey },
     },
-    handler: async ({ db, body, workspace }) => {
+    handler: async ({ db, body, principal, workspace }) => {
       const ref = workspace as NonNullable<typeof workspace>;
+      requireHeldScopes(workspaceKeyScopes, principal.scopes, 'issuing a workspace key');
       const issued = await issueKey(db, {
         applicationId: ref.applicationId,
         workspaceId: ref.id,

@@ -4,6 +4,7 @@
  * call's media owns it (`engine_owner`); a restarted engine ends the calls it owned.
  */
 import type pg from 'pg';
+import { announce, callEndedChannel } from '../change-notices.ts';
 import { inTransaction, type Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
 import type { CallObject } from '../events/types.ts';
@@ -30,11 +31,13 @@ export interface CallRow {
   engine_owner: string;
   sip_call_id: string | null;
   steps_taken: string[];
+  /** When the API asked the owning engine to hang up. */
+  hangup_requested_at: Date | null;
 }
 
 export const callColumns = `c.id, c.application_id, c.workspace_id, w.external_workspace_id, c.direction, c.from_number,
   c.to_number, c.phone_number_id, c.routing_plan_id, c.routing_plan_version, c.state, c.started_at, c.answered_at,
-  c.connected_at, c.ended_at, c.end_reason, c.engine_owner, c.sip_call_id, c.steps_taken`;
+  c.connected_at, c.ended_at, c.end_reason, c.engine_owner, c.sip_call_id, c.steps_taken, c.hangup_requested_at`;
 
 /** The call object of spec section 2. */
 export function callObject(row: CallRow): CallObject {
@@ -207,6 +210,9 @@ async function endCallIn(
         row.answered_at === null ? null : Math.max(0, Math.round((endedAt - row.answered_at.getTime()) / 1000)),
     },
   });
+  // The API may be waiting for this end (a hangup it asked for): tell it at commit. Only then, as a NOTIFY
+  // serialises committing transactions. The row lock above waits for a hangup request still being committed.
+  if (current.hangup_requested_at !== null) await announce(db, callEndedChannel, callId);
   return row;
 }
 

@@ -1,11 +1,13 @@
 /**
- * The `ResourceStore`: where the declarative configuration lives (DESIGN.md, docs/routing-plans.md). In a cluster it
- * is Kubernetes custom resources; without one, a PostgreSQL table (postgres-store.ts). The API and the operator see
- * only this interface, with the Kubernetes semantics the operator relies on: `resourceVersion` changes at every
- * write and guards updates (409 `Conflict` when stale), `generation` counts spec changes, status is written apart
- * from the spec, finalizers hold a deletion (the resource is then only marked with `deletionTimestamp`), and a watch
- * from a list's `resourceVersion` sees every later change (ADDED, MODIFIED, DELETED), a late committer included.
+ * The `ResourceStore`: where the declarative configuration lives (docs/kubernetes.md, docs/routing-plans.md). In a
+ * cluster it is Kubernetes custom resources; without one, a PostgreSQL table (postgres-store.ts). The API and the
+ * operator see only this interface, with the Kubernetes semantics the operator relies on: `resourceVersion` changes at
+ * every write and guards updates (409 `Conflict` when stale), `generation` counts spec changes, status is written
+ * apart from the spec, finalizers hold a deletion (the resource is then only marked with `deletionTimestamp`), and a
+ * watch from a list's `resourceVersion` sees every later change (ADDED, MODIFIED, DELETED), a late committer included.
  */
+
+import type { Queryable } from '../database.ts';
 
 export const resourceGroup = 'switchboard.dev';
 export const resourceApiVersion = `${resourceGroup}/v1alpha1`;
@@ -61,6 +63,12 @@ export interface Watch {
 }
 
 export interface ResourceStore {
+  /**
+   * The same store bound to a connection (a transaction), for a store whose resources live in PostgreSQL; a store
+   * elsewhere (Kubernetes) has none. Work that holds a transaction reads through it rather than take a second
+   * connection from a pool it shares.
+   */
+  within?(db: Queryable): ResourceStore;
   get(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
   list(kind: ResourceKind, namespace: string): Promise<{ items: Resource[]; resourceVersion: string }>;
   /**

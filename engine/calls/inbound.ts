@@ -15,7 +15,8 @@ import {
   type UserAgentCore,
 } from 'sip.js/lib/core/index.js';
 import { appendEvent } from '../../core/events/outbox.ts';
-import { openSecret } from '../../core/webhooks/secrets.ts';
+import { e164Pattern } from '../../core/ids.ts';
+import { openSecret } from '../../core/sealing.ts';
 import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/schedule.ts';
 import { inTransaction } from '../../core/database.ts';
@@ -78,6 +79,18 @@ async function planFor(pool: pg.Pool, dialed: string): Promise<PlanTarget | unde
     [dialed],
   );
   return result.rows[0];
+}
+
+const e164 = new RegExp(e164Pattern);
+
+/**
+ * The caller's number as a call records it: the From user, without control characters (a peer may send NUL, which
+ * PostgreSQL refuses in text), at most 64 characters; `anonymous` when there is none.
+ */
+function callerOf(user: string | undefined): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this removes
+  const clean = (user ?? '').replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 64);
+  return clean === '' ? 'anonymous' : clean;
 }
 
 /** 488: the offer cannot be answered (no PCMU or PCMA, no audio, unreadable), with the reason in a Warning. */
@@ -511,8 +524,9 @@ export class InboundCalls {
       if (!cancelled) request.reject({ statusCode: 403, reasonPhrase: 'Not a configured carrier' });
       return;
     }
+    // Numbers are kept in E.164: anything else dialed names none of them (and may hold what PostgreSQL refuses).
     const dialed = dialedOf(request.message);
-    const target = await planFor(this.options.pool, dialed);
+    const target = e164.test(dialed) ? await planFor(this.options.pool, dialed) : undefined;
     if (target === undefined) {
       if (!cancelled) request.reject({ statusCode: 404, reasonPhrase: 'No routing plan for this number' });
       return;
@@ -543,35 +557,51 @@ export class InboundCalls {
     }
     // A CANCEL may already have come (answered, and the INVITE with 487): the call is still written,
     // started and then ended as caller_cancelled, so a caller who gave up while it rang shows in the calls and events.
-    const row = await startCall(this.options.pool, {
-      applicationId: target.application_id,
-      workspaceId: target.workspace_id,
-      direction: 'inbound',
-      from: request.message.from.uri.user ?? 'anonymous',
-      to: target.e164,
-      phoneNumberId: target.phone_number_id,
-      routingPlanId: target.routing_plan_id,
-      routingPlanVersion: target.published_version,
-      engineOwner: this.options.owner,
-      sipCallId: request.message.callId,
-    });
-    this.options.metrics.started.inc();
-    const callerLeg = await addLeg(this.options.pool, row.id, {
-      role: 'caller',
-      remote: `${source.address}:${source.port} via ${carrier.name}`,
-      sipCallId: request.message.callId,
-    });
-    if (cancelled) {
-      // CANCEL came before the answer (the INVITE has its 487): the call ends unanswered.
+    let row: CallRow | undefined;
+    let callerLeg: string | undefined;
+    let response: ReturnType<IncomingInviteRequest['accept']>;
+    try {
+      row = await startCall(this.options.pool, {
+        applicationId: target.application_id,
+        workspaceId: target.workspace_id,
+        direction: 'inbound',
+        from: callerOf(request.message.from.uri.user),
+        to: target.e164,
+        phoneNumberId: target.phone_number_id,
+        routingPlanId: target.routing_plan_id,
+        routingPlanVersion: target.published_version,
+        engineOwner: this.options.owner,
+        sipCallId: request.message.callId,
+      });
+      this.options.metrics.started.inc();
+      callerLeg = await addLeg(this.options.pool, row.id, {
+        role: 'caller',
+        remote: `${source.address}:${source.port} via ${carrier.name}`,
+        sipCallId: request.message.callId,
+      });
+      if (cancelled) {
+        // CANCEL came before the answer (the INVITE has its 487): the call ends unanswered.
+        media.close();
+        await endCall(this.options.pool, row.id, 'caller_cancelled');
+        this.options.metrics.ended('caller_cancelled');
+        return;
+      }
+      response = request.accept({
+        statusCode: 200,
+        body: { contentDisposition: 'session', contentType: 'application/sdp', content: answered.sdp },
+      });
+    } catch (error) {
+      // The call cannot go on (the caller gets 500): its media port is free again, and a call written already ends.
       media.close();
-      await endCall(this.options.pool, row.id, 'caller_cancelled');
-      this.options.metrics.ended('caller_cancelled');
-      return;
+      if (row !== undefined) {
+        if (callerLeg !== undefined) await setLegState(this.options.pool, callerLeg, 'ended').catch(() => {});
+        await endCall(this.options.pool, row.id, 'engine_error').then(
+          () => this.options.metrics.ended('engine_error'),
+          () => {},
+        );
+      }
+      throw error;
     }
-    const response = request.accept({
-      statusCode: 200,
-      body: { contentDisposition: 'session', contentType: 'application/sdp', content: answered.sdp },
-    });
     media.setRemote(answered.remote);
     // Listening for keys from the first packet on: a caller may press one right after the ACK.
     const taken: string[] = [];

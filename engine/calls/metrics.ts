@@ -1,6 +1,7 @@
 /**
  * The call engine's Prometheus metrics: active calls, calls by end reason, SIP messages by direction and method or
- * status, input that was not SIP, RTP packets and losses, steps not built yet, prompts that could not be played.
+ * status, input that was not SIP, SIP transactions in progress, RTP packets and losses, steps not built yet, prompts
+ * that could not be played.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
@@ -10,6 +11,8 @@ export class CallMetrics {
   private readonly endedByReason: Counter<'reason'>;
   readonly sipMessages: Counter<'direction' | 'kind'>;
   readonly sipMalformed: Counter<'reason'>;
+  /** Where the transactions gauge reads its value (the SIP endpoint, once it runs). */
+  private openTransactions: () => number = () => 0;
   readonly rtpPackets: Counter<'direction'>;
   readonly rtpLost: Counter;
   readonly stepsUnavailable: Counter;
@@ -37,6 +40,13 @@ export class CallMetrics {
       labelNames: ['reason'],
       registers,
     });
+    const transactions: Gauge = new Gauge({
+      name: 'switchboard_sip_transactions',
+      // What a flood of requests grows: the core keeps each transaction for up to 32 s after its final answer.
+      help: 'SIP transactions in progress (server and client), including those kept after their answer (RFC 3261 timers)',
+      registers,
+      collect: () => transactions.set(this.openTransactions()),
+    });
     this.rtpPackets = new Counter({
       name: 'switchboard_rtp_packets_total',
       help: 'RTP packets received (in) and sent (out), counted when a call ends',
@@ -58,6 +68,11 @@ export class CallMetrics {
       help: 'Prompts that could not be produced during a call (silence played instead)',
       registers,
     });
+  }
+
+  /** The gauge of SIP transactions in progress reads `count` from now on. */
+  countTransactions(count: () => number): void {
+    this.openTransactions = count;
   }
 
   ended(reason: string): void {

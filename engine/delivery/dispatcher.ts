@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { ChangeListener } from '../../core/change-notices.ts';
 import { eventsChannel } from '../../core/events/outbox.ts';
-import { openSecret } from '../../core/webhooks/secrets.ts';
+import { openSecret } from '../../core/sealing.ts';
 import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';
 import { retryDelayMs, shouldPark } from './backoff.ts';
 import {

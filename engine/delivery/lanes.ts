@@ -28,7 +28,7 @@ export interface ClaimedLane {
   headEventId: string | null;
   headFirstAttemptAt: Date | null;
   url: string;
-  /** Sealed signing secrets (core/webhooks/secrets.ts). */
+  /** Sealed signing secrets (core/sealing.ts). */
   secret: string;
   previousSecret: string | null;
   previousSecretExpiresAt: Date | null;

@@ -7,7 +7,7 @@
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import type { Queryable } from '../../core/database.ts';
-import { sealSecret } from '../../core/webhooks/secrets.ts';
+import { sealSecret } from '../../core/sealing.ts';
 import type { Protocol } from './transport.ts';
 
 export interface Carrier {

@@ -3,11 +3,12 @@
  * dialogs; this file moves bytes and decides where they go (RFC 3261 section 18):
  *
  * - inbound: a datagram, or a TCP frame (headers, then Content-Length bytes), is size-checked and parsed by sip.js's
- *   `Parser`; the top Via of a request gets `received` (and `rport` filled) from the packet's source; the
- *   Request-URI user, when it is not the engine's own, moves to the `X-Switchboard-Dialed` header (the core answers
- *   404 to any other user, DESIGN.md) so the call handler can read the dialed number;
+ *   `Parser`; the top Via of a request gets `received` and `rport` from the packet's source, replacing any the peer
+ *   wrote; the Request-URI user, when it is not the engine's own, moves to the `X-Switchboard-Dialed` header (the
+ *   core answers 404 to any other user, docs/calls.md) so the call handler can read the dialed number;
  * - outbound requests go to the first Route (loose routing) or else the Request-URI; responses go to the top Via's
- *   `received`/`rport` (else its sent-by), over TCP on the connection the request came on when it is still open.
+ *   `received`/`rport`, that is where the request came from, over TCP on the connection the request came on (once
+ *   it has closed, a new connection to the source address at the Via's sent-by port).
  *
  * Nothing a peer sends can throw out of here: unparseable, truncated or oversize input is counted by reason and
  * logged at debug level, and the socket goes on.
@@ -16,12 +17,13 @@ import dgram from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import {
-  type IncomingRequestMessage,
-  type IncomingResponseMessage,
+  IncomingRequestMessage,
+  IncomingResponseMessage,
   type Logger,
   Parser,
   type Transport,
 } from 'sip.js/lib/core/index.js';
+import { NameAddrHeader } from 'sip.js/lib/grammar/index.js';
 
 export const dialedHeader = 'X-Switchboard-Dialed';
 const dialedHeaderLine = new RegExp(`^${dialedHeader}\\s*:`, 'i');
@@ -65,46 +67,90 @@ export function requestTarget(raw: string): { host: string; port: number | undef
   };
 }
 
-/** Where a response goes: the top Via's received/rport, else its sent-by (RFC 3261 18.2.2, RFC 3581). */
-export function responseTarget(raw: string): { host: string; port: number } | undefined {
-  const via = raw.split('\r\n').find((line) => /^(via|v)\s*:/i.test(line));
+/**
+ * Splits `text` at `separator`, except inside double-quoted strings (Via parameters may be quoted strings, RFC 3261
+ * section 25.1 `gen-value`, and a comma or semicolon inside one separates nothing).
+ */
+function splitOutsideQuotes(text: string, separator: ',' | ';'): string[] {
+  const parts: string[] = [];
+  let start = 0;
+  let quoted = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const char = text[index];
+    if (char === '\\' && quoted) index += 1;
+    else if (char === '"') quoted = !quoted;
+    else if (char === separator && !quoted) {
+      parts.push(text.slice(start, index));
+      start = index + 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts;
+}
+
+/** The top Via of a message head whose lines are unfolded: which line, and its first value split in parts. */
+function topVia(
+  lines: readonly string[],
+): { index: number; prefix: string; sentBy: string; params: string[]; others: string[] } | undefined {
+  const index = lines.findIndex((line) => /^(via|v)\s*:/i.test(line));
+  if (index === -1) return undefined;
+  const line = lines[index] as string;
+  const colon = line.indexOf(':');
+  const [top = '', ...others] = splitOutsideQuotes(line.slice(colon + 1), ',');
+  const [sentBy = '', ...params] = splitOutsideQuotes(top, ';');
+  return { index, prefix: line.slice(0, colon + 1), sentBy, params, others };
+}
+
+const paramName = (param: string) => (param.split('=', 1)[0] as string).trim().toLowerCase();
+const paramValue = (param: string) => param.slice(param.indexOf('=') + 1).trim();
+
+/**
+ * Where a response goes (RFC 3261 section 18.2.2, RFC 3581): the top Via's `received` and `rport`, which the
+ * transport wrote from the request's real source (`prepareInboundRequest`), else its sent-by. `sentByPort` is where
+ * a TCP response goes when the request's connection has closed: a new connection to `received` at that port.
+ */
+export function responseTarget(raw: string): { host: string; port: number; sentByPort: number } | undefined {
+  const head = raw.split('\r\n\r\n', 1)[0] as string;
+  const via = topVia(head.split('\r\n'));
   if (via === undefined) return undefined;
-  const value =
-    via
-      .slice(via.indexOf(':') + 1)
-      .split(',')[0]
-      ?.trim() ?? '';
-  const match = /^SIP\s*\/\s*2\.0\s*\/\s*\w+\s+(\[[^\]]+\]|[^;:\s]+)(?::(\d+))?(.*)$/i.exec(value);
+  const match = /^\s*SIP\s*\/\s*2\.0\s*\/\s*\w+\s+(\[[^\]]+\]|[^\s:]+)(?::(\d{1,5}))?\s*$/i.exec(via.sentBy);
   if (match === null) return undefined;
-  const params = match[3] ?? '';
-  const received = /;\s*received=([^;\s]+)/i.exec(params)?.[1];
-  const rport = /;\s*rport=(\d+)/i.exec(params)?.[1];
-  const host = (received ?? match[1] ?? '').replace(/^\[|\]$/g, '');
-  const port = Number(rport ?? match[2] ?? 5060);
-  return { host, port };
+  const param = (name: string) => {
+    const found = via.params.find((entry) => paramName(entry) === name && entry.includes('='));
+    return found === undefined ? undefined : paramValue(found);
+  };
+  const received = param('received');
+  const rport = param('rport');
+  const sentByPort = Number(match[2] ?? 5060);
+  const host = (received ?? (match[1] as string)).replace(/^\[|\]$/g, '');
+  const port = rport !== undefined && /^\d{1,5}$/.test(rport) ? Number(rport) : sentByPort;
+  return { host, port, sentByPort };
 }
 
 /**
- * The request as the core must see it: `received`/`rport` on the top Via, and the dialed user moved to a header
- * when the Request-URI names anyone but `ownUser`. Undefined when there is no Via or request line to work on.
+ * The request as the core must see it: its header lines unfolded (RFC 3261 section 7.3.1), the top Via's `received`
+ * and `rport` set from the packet's source whatever the peer wrote (RFC 3261 section 18.2.1, RFC 3581: responses then
+ * go back where the request came from, docs/calls.md), any dialed-number header the peer sent dropped, and the dialed
+ * user moved to that header when the Request-URI names anyone but `ownUser`. Undefined when there is no Via or
+ * request line to work on.
  */
 export function prepareInboundRequest(raw: string, source: Source, ownUser: string): string | undefined {
   const headerEnd = raw.indexOf('\r\n\r\n');
   const head = headerEnd === -1 ? raw : raw.slice(0, headerEnd);
   const rest = headerEnd === -1 ? '' : raw.slice(headerEnd);
   // The dialed-number header is ours alone: one a peer sent could name another number than the one it called.
-  const lines = head.split('\r\n').filter((line) => !dialedHeaderLine.test(line));
-  const viaIndex = lines.findIndex((line) => /^(via|v)\s*:/i.test(line));
+  const lines = head
+    .replace(/\r\n[ \t]+/g, ' ')
+    .split('\r\n')
+    .filter((line) => !dialedHeaderLine.test(line));
+  const via = topVia(lines);
   const requestLine = lines[0]?.split(' ');
-  if (viaIndex === -1 || requestLine === undefined || requestLine.length !== 3) return undefined;
-  const via = lines[viaIndex] as string;
-  const colon = via.indexOf(':');
-  const values = via.slice(colon + 1).split(',');
-  let top = values[0] ?? '';
-  top = top.replace(/;\s*rport(?!=)/i, `;rport=${source.port}`);
-  if (!/;\s*received=/i.test(top)) top = `${top.trimEnd()};received=${source.address}`;
-  values[0] = top;
-  lines[viaIndex] = `${via.slice(0, colon + 1)}${values.join(',')}`;
+  if (via === undefined || requestLine === undefined || requestLine.length !== 3) return undefined;
+  // The peer's own received and rport say nothing we may trust: both are replaced by the packet's source, rport
+  // even when the peer did not ask for it (symmetric response routing, as SIP servers force behind NAT).
+  const params = via.params.filter((param) => !['received', 'rport'].includes(paramName(param)));
+  const top = [via.sentBy.trimEnd(), ...params, `received=${source.address}`, `rport=${source.port}`].join(';');
+  lines[via.index] = `${via.prefix}${[top, ...via.others].join(',')}`;
   // The user part, found by pattern (see uriHostPort): in-dialog requests name the engine's own user already.
   const user = /^(sips?:)([^@;?>]*)@/i.exec(requestLine[1] as string);
   if (user !== null && user[2] !== ownUser) {
@@ -119,6 +165,39 @@ async function resolve(host: string): Promise<string> {
   if (net.isIP(host) !== 0) return host;
   const found = await lookup(host);
   return found.address;
+}
+
+/**
+ * Why sip.js's core cannot take a parsed message, if it cannot. The core trusts what sip.js's user agent checks
+ * before it (which this engine does not use), and throws, or half-handles a call, on a message without them:
+ *
+ * - the header fields every request and response carries (RFC 3261 section 8.1.1): From, To, Call-ID, CSeq and Via,
+ *   each readable, and for a request a Request-URI it can read (a `tel:` one it cannot);
+ * - a Contact that names a URI (`*` only means something in a REGISTER), which a dialog needs as its remote target;
+ * - a Content-Type for any body (RFC 3261 section 20.15): without one, the core throws while it builds the dialog of
+ *   an INVITE it answers, after arming the dialog's timer, which then throws out of the timer and ends the process;
+ * - a body as long as its Content-Length (RFC 3261 section 18.3: a datagram that ends before is an error).
+ */
+function unusable(
+  message: IncomingRequestMessage | IncomingResponseMessage,
+  raw: string,
+): 'unparseable' | 'truncated' | undefined {
+  if (message.from === undefined || message.to === undefined || message.via === undefined) return 'unparseable';
+  if (typeof message.callId !== 'string' || !Number.isSafeInteger(message.cseq)) return 'unparseable';
+  if (message instanceof IncomingRequestMessage) {
+    if (message.ruri === undefined) return 'unparseable';
+    if (message.hasHeader('contact') && message.method !== 'REGISTER') {
+      if (!(message.parseHeader('contact') instanceof NameAddrHeader)) return 'unparseable';
+    }
+  }
+  if (message.body !== '' && !message.parseHeader('content-type')) return 'unparseable';
+  const length = message.getHeader('content-length');
+  if (length !== undefined) {
+    const bodyStart = raw.indexOf('\r\n\r\n');
+    const available = bodyStart === -1 ? 0 : Buffer.byteLength(raw.slice(bodyStart + 4));
+    if (Number(length) > available) return 'truncated';
+  }
+  return undefined;
 }
 
 const silentLogger: Logger = {
@@ -145,22 +224,16 @@ abstract class SipTransport implements Transport {
         this.events.malformed('not_sip', source);
         return;
       }
-      if (raw.startsWith('SIP/2.0 ')) {
-        const message = Parser.parseMessage(raw, silentLogger);
-        if (message === undefined || !('statusCode' in message)) {
-          this.events.malformed('unparseable', source);
-          return;
-        }
-        this.events.response(message as IncomingResponseMessage, source);
-        return;
-      }
-      const prepared = prepareInboundRequest(raw, source, this.ownUser);
+      const response = raw.startsWith('SIP/2.0 ');
+      const prepared = response ? raw : prepareInboundRequest(raw, source, this.ownUser);
       const message = prepared === undefined ? undefined : Parser.parseMessage(prepared, silentLogger);
-      if (message === undefined || !('method' in message) || message.method === undefined) {
-        this.events.malformed('unparseable', source);
+      const problem = message === undefined ? 'unparseable' : unusable(message, raw);
+      if (message === undefined || problem !== undefined) {
+        this.events.malformed(problem ?? 'unparseable', source);
         return;
       }
-      this.events.request(message as IncomingRequestMessage, source);
+      if (message instanceof IncomingResponseMessage) this.events.response(message, source);
+      else this.events.request(message as IncomingRequestMessage, source);
     } catch {
       // sip.js's grammar throws on some input; it is garbage like any other.
       this.events.malformed('unparseable', source);
@@ -231,12 +304,17 @@ export class UdpTransport extends SipTransport {
   }
 }
 
-/** Splits a TCP byte stream into SIP messages (headers, blank line, Content-Length bytes). */
+/**
+ * Splits a TCP byte stream into SIP messages (headers, blank line, Content-Length bytes: RFC 3261 section 18.3).
+ * A stream that cannot be split any more fails: `oversize` once a message would be longer than any we take,
+ * `unparseable` when a message's length cannot be told (a Content-Length that is not a number, or two that differ),
+ * since every byte after it would be read at the wrong place.
+ */
 export class StreamFramer {
   private buffer = Buffer.alloc(0);
 
-  /** Adds bytes; returns the complete messages, or 'oversize' once the stream cannot be a sane SIP stream. */
-  push(chunk: Buffer): string[] | 'oversize' {
+  /** Adds bytes; returns the messages now complete, and the failure once the stream cannot be a SIP stream. */
+  push(chunk: Buffer): { messages: string[]; failure?: 'oversize' | 'unparseable' } {
     this.buffer = Buffer.concat([this.buffer, chunk]);
     const messages: string[] = [];
     for (;;) {
@@ -245,12 +323,18 @@ export class StreamFramer {
       while (start < this.buffer.length && (this.buffer[start] === 0x0d || this.buffer[start] === 0x0a)) start += 1;
       if (start > 0) this.buffer = this.buffer.subarray(start);
       const end = this.buffer.indexOf('\r\n\r\n');
-      if (end === -1) return this.buffer.length > maxMessageBytes ? 'oversize' : messages;
-      const head = this.buffer.subarray(0, end).toString('utf8');
-      const lengthHeader = /^(?:content-length|l)\s*:\s*(\d+)\s*$/im.exec(head);
-      const length = lengthHeader === null ? 0 : Number(lengthHeader[1]);
-      if (end + 4 + length > maxMessageBytes) return 'oversize';
-      if (this.buffer.length < end + 4 + length) return messages;
+      if (end === -1) return this.buffer.length > maxMessageBytes ? { messages, failure: 'oversize' } : { messages };
+      if (end + 4 > maxMessageBytes) return { messages, failure: 'oversize' };
+      const head = this.buffer.subarray(0, end).toString('latin1');
+      const values = [...head.matchAll(/^(?:content-length|l)[ \t]*:(.*)$/gim)].map((match) =>
+        (match[1] as string).trim(),
+      );
+      if (values.some((value) => !/^\d{1,9}$/.test(value) || Number(value) !== Number(values[0]))) {
+        return { messages, failure: 'unparseable' };
+      }
+      const length = values.length === 0 ? 0 : Number(values[0]);
+      if (end + 4 + length > maxMessageBytes) return { messages, failure: 'oversize' };
+      if (this.buffer.length < end + 4 + length) return { messages };
       messages.push(this.buffer.subarray(0, end + 4 + length).toString('utf8'));
       this.buffer = this.buffer.subarray(end + 4 + length);
     }
@@ -288,13 +372,12 @@ export class TcpTransport extends SipTransport {
     const framer = new StreamFramer();
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
-      const messages = framer.push(chunk);
-      if (messages === 'oversize') {
-        this.events.malformed('oversize', source);
-        socket.destroy();
-        return;
-      }
+      const { messages, failure } = framer.push(chunk);
       for (const message of messages) this.receive(message, source);
+      if (failure !== undefined) {
+        this.events.malformed(failure, source);
+        socket.destroy();
+      }
     });
     socket.on('error', () => {});
     socket.on('close', () => {
@@ -305,19 +388,45 @@ export class TcpTransport extends SipTransport {
   }
 
   async send(message: string): Promise<void> {
-    const target = this.target(message);
-    const address = await resolve(target.host);
-    let socket = this.connections.get(`${address}:${target.port}`);
-    if (socket === undefined || socket.destroyed) {
-      socket = await new Promise<net.Socket>((resolve, reject) => {
-        const connection = net.connect({ host: address, port: target.port }, () => resolve(connection));
-        connection.once('error', reject);
-      });
-      this.adopt(socket);
-    }
-    const open = socket;
-    await new Promise<void>((resolve, reject) => open.write(message, (error) => (error ? reject(error) : resolve())));
+    const socket = message.startsWith('SIP/2.0 ')
+      ? await this.responseConnection(message)
+      : await this.requestConnection(message);
+    await new Promise<void>((resolve, reject) => socket.write(message, (error) => (error ? reject(error) : resolve())));
     this.events.sent(this.kindOf(message));
+  }
+
+  /** The connection to `address:port` while it can still be written to. */
+  private openConnection(address: string, port: number): net.Socket | undefined {
+    const open = this.connections.get(`${address}:${port}`);
+    return open !== undefined && !open.destroyed && open.writable ? open : undefined;
+  }
+
+  /** The open connection to `address:port`, or a new one. */
+  private async connection(address: string, port: number): Promise<net.Socket> {
+    const open = this.openConnection(address, port);
+    if (open !== undefined) return open;
+    const socket = await new Promise<net.Socket>((resolve, reject) => {
+      const connection = net.connect({ host: address, port }, () => resolve(connection));
+      connection.once('error', reject);
+    });
+    this.adopt(socket);
+    return socket;
+  }
+
+  private async requestConnection(message: string): Promise<net.Socket> {
+    const target = this.target(message);
+    return this.connection(await resolve(target.host), target.port);
+  }
+
+  /**
+   * A response goes on the connection its request came on (`received`:`rport`, which the transport wrote from that
+   * connection's peer). Once that connection has closed, RFC 3261 section 18.2.2: a new connection to the request's
+   * source address (`received`), at the port of the Via's sent-by.
+   */
+  private async responseConnection(message: string): Promise<net.Socket> {
+    const target = responseTarget(message);
+    if (target === undefined) throw new Error('response without a usable Via');
+    return this.openConnection(target.host, target.port) ?? this.connection(target.host, target.sentByPort);
   }
 
   async close(): Promise<void> {

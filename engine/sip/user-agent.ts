@@ -25,6 +25,24 @@ import {
   UdpTransport,
 } from './transport.ts';
 
+/** The methods counted by name in the metrics: a peer may send any token as a method, which counts as `other`. */
+const countedMethods = new Set([
+  'ACK',
+  'BYE',
+  'CANCEL',
+  'INFO',
+  'INVITE',
+  'MESSAGE',
+  'NOTIFY',
+  'OPTIONS',
+  'PRACK',
+  'PUBLISH',
+  'REFER',
+  'REGISTER',
+  'SUBSCRIBE',
+  'UPDATE',
+]);
+
 /** The user part of the engine's own URI (the Request-URI user every request is rewritten to). */
 export const engineUser = 'switchboard';
 
@@ -111,9 +129,14 @@ export class SipEndpoint {
     const events = (protocol: Protocol): TransportEvents => ({
       request: (message, source) => {
         this.sources.set(message, source);
-        options.onMessage?.('in', message.method);
+        options.onMessage?.('in', countedMethods.has(message.method) ? message.method : 'other');
         const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
         try {
+          // sip.js's core throws on a PRACK outside a dialog, for which it has no answer: 481, no such dialog.
+          if (message.method === 'PRACK' && message.toTag === undefined) {
+            core?.replyStateless(message, { statusCode: 481 });
+            return;
+          }
           core?.receiveIncomingRequestFromTransport(message);
         } catch (error) {
           options.log?.(`SIP request from ${source.address}:${source.port} failed: ${String(error)}`);
@@ -180,6 +203,14 @@ export class SipEndpoint {
     return () => {
       if (this.accounts.get(callId) === account) this.accounts.delete(callId);
     };
+  }
+
+  /** The SIP transactions in progress, server and client, on both transports. */
+  get transactions(): number {
+    return [this.udpCore, this.tcpCore].reduce(
+      (sum, core) => sum + (core === undefined ? 0 : core.userAgentServers.size + core.userAgentClients.size),
+      0,
+    );
   }
 
   core(protocol: Protocol): UserAgentCore {

@@ -2,14 +2,22 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const bin = fileURLToPath(new URL('../../bin/switchboard.js', import.meta.url));
+/**
+ * Node's arguments that run the `switchboard` command from the sources (core/main.ts) through tsx: `npm test` tests
+ * the sources, the processes it starts included. The compiled build that bin/switchboard.js runs (dist/) is tested
+ * once, installed from the package as production installs it, by test/production-build.test.ts.
+ */
+export const switchboardArgs: string[] = [
+  `--import=${import.meta.resolve('tsx')}`,
+  fileURLToPath(new URL('../../core/main.ts', import.meta.url)),
+];
 
 export function runCli(
   databaseUrl: string,
   args: string[],
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
+    const child = spawn(process.execPath, [...switchboardArgs, ...args], {
       env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -81,7 +81,7 @@ let applications = 0;
 export async function startService(
   env: Record<string, string> = {},
   roles: readonly Role[] = ['api', 'engine', 'operator'],
-  options: { clock?: { now(): Date } } = {},
+  options: { clock?: { now(): Date }; hangupWaitMs?: number } = {},
 ): Promise<TestService> {
   const database = await freshDatabase();
   const logs: string[] = [];
