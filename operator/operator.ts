@@ -15,6 +15,7 @@ import { type EventRecorder, LoggedEvents } from './events.ts';
 import { OperatorMetrics } from './metrics.ts';
 import { queueReconciler } from './queues.ts';
 import { routingPlanReconciler } from './routing-plans.ts';
+import { isReady } from './status.ts';
 import { type WebhookEndpointSettings, webhookEndpointReconciler } from './webhook-endpoints.ts';
 
 /**
@@ -117,7 +118,22 @@ function controllersFor(options: OperatorOptions, metrics: OperatorMetrics): Con
     events: options.events ?? new LoggedEvents(log),
     ...(options.relistMs ? { relistMs: options.relistMs } : {}),
   };
-  const queues = new Controller({ ...common, kind: 'Queue', reconcile: queueReconciler(pool, store, options.clock) });
+  // A queue recorded may make plans valid that named it first (GitOps applies in no set order): look at those again.
+  const plansWaiting = () => {
+    store
+      .list('RoutingPlan', namespace)
+      .then((listed) => {
+        for (const plan of listed.items) {
+          if (plan.metadata.deletionTimestamp === undefined && !isReady(plan)) plans.enqueue(plan.metadata.name);
+        }
+      })
+      .catch((error: unknown) => log.warn({ err: error }, 'could not list routing plans waiting for a queue'));
+  };
+  const queues = new Controller({
+    ...common,
+    kind: 'Queue',
+    reconcile: queueReconciler(pool, store, options.clock, plansWaiting),
+  });
   // A plan archived or changed may free queues whose deletion waits on plans: look at those again now.
   const queuesWaiting = () => {
     store

@@ -21,7 +21,7 @@ const checkSpec = specCheck(QueueSpec);
 /** How soon a deletion waiting on plans looks again (a plan's change also frees it). */
 const inUseRecheckMs = 10_000;
 
-type Outcome = { ready: ConditionInput; requeueAfterMs?: number } | 'stale';
+type Outcome = { ready: ConditionInput; requeueAfterMs?: number; recorded?: boolean } | 'stale';
 
 async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource): Promise<Outcome> {
   const spec = resource.spec as QueueSpec;
@@ -46,7 +46,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       const message = `not members of the workspace: ${unknown.join(', ')}`;
       return { ready: ready('False', 'UnknownMembers', message), requeueAfterMs: 30_000 };
     }
-    await db.query(
+    const written = await db.query(
       `INSERT INTO queues (id, workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (id) DO UPDATE SET name = excluded.name, strategy = excluded.strategy,
               wrap_up_secs = excluded.wrap_up_secs, member_ids = excluded.member_ids, updated_at = clock_timestamp()
@@ -54,7 +54,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
               IS DISTINCT FROM (excluded.name, excluded.strategy, excluded.wrap_up_secs, excluded.member_ids)`,
       [queueId, spec.workspaceId, spec.name, spec.strategy, spec.wrapUpSecs, members],
     );
-    return { ready: ready('True', 'Reconciled', 'the record matches the resource') };
+    return { ready: ready('True', 'Reconciled', 'the record matches the resource'), recorded: written.rowCount !== 0 };
   });
 }
 
@@ -68,7 +68,16 @@ async function remove(pool: pg.Pool, queueId: string): Promise<Array<{ id: strin
   });
 }
 
-export function queueReconciler(pool: pg.Pool, store: ResourceStore, clock: () => Date = () => new Date()) {
+/**
+ * `onQueueRecorded` hears that a queue's record was made or changed: a plan that named it before it existed (GitOps
+ * applies resources in no set order) can be valid now.
+ */
+export function queueReconciler(
+  pool: pg.Pool,
+  store: ResourceStore,
+  clock: () => Date = () => new Date(),
+  onQueueRecorded: () => void = () => {},
+) {
   const status = (resource: Resource, condition: ConditionInput) => writeReady(store, resource, condition, clock());
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
@@ -91,6 +100,7 @@ export function queueReconciler(pool: pg.Pool, store: ResourceStore, clock: () =
     const outcome = await converge(pool, store, fresh);
     if (outcome === 'stale') return { requeueAfterMs: 0 };
     await status(fresh, outcome.ready);
+    if (outcome.recorded === true) onQueueRecorded();
     return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };
   };
 }

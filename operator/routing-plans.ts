@@ -44,6 +44,20 @@ interface Outcome {
   requeueAfterMs?: number;
 }
 
+/**
+ * Issues about records a plan names that may be made later (through the API, or as resources applied after the
+ * plan): a plan with one is looked at again this often, besides when a queue is recorded.
+ */
+const missingRecordCodes = new Set<PlanIssue['code']>([
+  'unknown_schedule',
+  'unknown_queue',
+  'unknown_agent',
+  'unknown_member',
+  'unknown_user',
+]);
+const missingRecordRecheckMs = 30_000;
+const awaitsRecords = (issues: PlanIssue[]) => issues.some((issue) => missingRecordCodes.has(issue.code));
+
 const condition = (
   type: string,
   status: ConditionInput['status'],
@@ -132,6 +146,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
         issues: validation.issues,
         newestVersion: null,
         publishedVersion: null,
+        ...(awaitsRecords(validation.issues) ? { requeueAfterMs: missingRecordRecheckMs } : {}),
       };
     }
     if (record.name !== spec.name) {
@@ -191,6 +206,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       issues: validation.issues,
       newestVersion: record.newest_version,
       publishedVersion: published,
+      ...(awaitsRecords(validation.issues) ? { requeueAfterMs: missingRecordRecheckMs } : {}),
     };
   });
 }

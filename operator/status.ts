@@ -84,3 +84,9 @@ export function writeReady(store: ResourceStore, resource: Resource, condition: 
     conditions: conditions(resource.status.conditions, [condition], resource.metadata.generation, now),
   });
 }
+
+/** Whether the resource's status says `Ready=True` (for its current generation or an older one). */
+export function isReady(resource: Resource): boolean {
+  const seen = resource.status.conditions;
+  return Array.isArray(seen) && (seen as Condition[]).some((c) => c.type === 'Ready' && c.status === 'True');
+}

@@ -167,6 +167,40 @@ test('a workspace written as resources gets the same REST answers as one made th
   t.deepEqual((versions.body.data as Array<{ version: number }>).map((version) => version.version).sort(), [1, 2]);
 });
 
+test('a plan applied before the queue it names is Invalid until the queue is recorded, then Ready at once', async (t) => {
+  // GitOps applies in no set order; the plan must not wait for the next relist (or its 30 s recheck) to be valid.
+  const setup = await workspaceWithUser(service);
+  const owner = { applicationId: setup.applicationId, workspaceId: setup.workspace.id };
+  const queueId = randomUUID();
+  await apply({
+    kind: 'RoutingPlan',
+    name: 'queue-first-missing',
+    spec: { id: randomUUID(), ...owner, name: 'Early plan', definition: planDefinition(queueId), publish: true },
+  });
+  const invalid = await until(
+    'RoutingPlan',
+    'queue-first-missing',
+    (r) => condition(r, 'Valid')?.status === 'False',
+    'Valid=False',
+  );
+  t.deepEqual(
+    (invalid.status.issues as Array<{ code: string }>).map((issue) => issue.code),
+    ['unknown_queue'],
+  );
+  await apply({
+    kind: 'Queue',
+    name: 'queue-first-missing',
+    spec: { id: queueId, ...owner, name: 'Late queue', strategy: 'round_robin', wrapUpSecs: 0, members: [] },
+  });
+  const ready = await until(
+    'RoutingPlan',
+    'queue-first-missing',
+    (r) => condition(r, 'Ready')?.status === 'True',
+    'Ready',
+  );
+  t.like(ready.status, { newestVersion: 1, publishedVersion: 1, issues: [] });
+});
+
 test('an invalid plan gets Valid=False with the issues the REST API gives, and is never recorded or published', async (t) => {
   const setup = await workspaceWithUser(service);
   const definition = {
