@@ -66,7 +66,11 @@ let code: number;
 if (args.some((arg) => !arg.startsWith('-'))) {
   code = await runAva(args);
 } else {
-  const all = (await readdir('test')).filter((name) => name.endsWith('.test.ts')).map((name) => `test/${name}`);
+  // Test files mirror the source folders (test/api/, test/engine/, …): every *.test.ts under test/.
+  const all = (await readdir('test', { recursive: true }))
+    .filter((name) => name.endsWith('.test.ts'))
+    .map((name) => `test/${name.split(path.sep).join('/')}`)
+    .sort();
   const rest = await runAva([...args, ...all.filter((file) => !realTime.includes(file) && !heavy.includes(file))]);
   const busy = await runAva([...args, '--concurrency', '2', ...heavy]);
   const calls = await runAva([...args, '--concurrency', '2', ...realTime]);
