@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
-import { type Role, startRoles } from '../../core/roles.ts';
+import { type Role, startRoles } from '../../app/roles.ts';
 import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
 import { freshDatabase } from './database.ts';
 
