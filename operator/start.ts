@@ -14,7 +14,7 @@ import { PostgresResourceStore } from '../core/resources/postgres-store.ts';
 import type { RoleContext, RunningRole } from '../core/role-context.ts';
 import { admissionServer } from './admission.ts';
 import { KubernetesEngineChildren } from './engine-children.ts';
-import { type EnginePoolSettings, enginePoolSettings } from './engine-pool.ts';
+import { type EnginePoolSettings, enginePoolSettings } from './engine-pod-settings.ts';
 import { KubernetesEvents } from './events.ts';
 import { LeaseLeadership } from './lease.ts';
 import { DatabaseLeadership, type RunningOperator, startOperator } from './operator.ts';

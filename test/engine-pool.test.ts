@@ -25,17 +25,15 @@ import { ConfigError, loadConfig, settings as configSettings } from '../core/con
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { startRoles } from '../app/roles.ts';
 import type { EngineSpec } from '../core/resources/kinds.ts';
+import { engineDataDir, type EnginePoolSettings, enginePoolSettings } from '../operator/engine-pod-settings.ts';
 import {
   configHashAnnotation,
-  engineDataDir,
-  type EnginePoolSettings,
   type EngineResource,
   EnginePoolError,
   engineConfigMap,
   engineDeployment,
   enginePodDisruptionBudget,
   enginePool,
-  enginePoolSettings,
   engineService,
   engineSipService,
 } from '../operator/engine-pool.ts';
