@@ -1,4 +1,4 @@
-// `npm run build`: compiles the service (api, core, engine, operator; tsconfig.build.json) into dist/, which is what
+// `npm run build`: compiles the service (app, api, core, engine, operator; tsconfig.build.json) into dist/, which is what
 // bin/switchboard.js runs, and the receiver helper into dist/client (client/tsconfig.json; `npm run build:client`
 // builds that one alone).
 // `tsc --build` is incremental: with nothing changed it returns in about a second, so `npm start` runs it every

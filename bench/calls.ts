@@ -32,7 +32,7 @@ import pg from 'pg';
 import { loadConfig } from '../core/config.ts';
 import { createApplication } from '../core/identity/applications.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
 import { runCli } from '../test/helpers/cli.ts';
 import { freePort } from '../test/helpers/free-port.ts';

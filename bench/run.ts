@@ -17,7 +17,7 @@ import Fastify from 'fastify';
 import pg from 'pg';
 import { loadConfig } from '../core/config.ts';
 import { createApplication } from '../core/identity/applications.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
 import { scratchDatabase } from './database.ts';
 import type { Figures, Measurement } from './load.ts';

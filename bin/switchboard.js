@@ -3,7 +3,7 @@
 // Production runs JavaScript only: TypeScript and tsx are development dependencies.
 import { existsSync } from 'node:fs';
 
-const entry = new URL('../dist/core/main.js', import.meta.url);
+const entry = new URL('../dist/app/main.js', import.meta.url);
 if (!existsSync(entry)) {
   process.stderr.write(
     'switchboard: dist/ holds no build: run `npm run build` (TypeScript is a development dependency)\n',

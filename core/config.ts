@@ -3,8 +3,12 @@
  * README's configuration table is written from this list (a test keeps the two in step).
  *
  * Each setting also says which roles read it and, for the ones the engine reads, how the pods of an engine pool get
- * it (operator/engine-pool.ts builds their environment from this list, docs/kubernetes.md lists it): a setting the
- * engine reads cannot be added here without deciding how an engine pod gets it.
+ * it (operator/engine-pod-settings.ts builds their environment from this list, docs/kubernetes.md lists it): a
+ * setting the engine reads cannot be added here without deciding how an engine pod gets it.
+ *
+ * Longer than 400 lines because the list of settings (about 250 lines of declarations, data rather than code) and
+ * `loadConfig`, which reads each of them with the same name and default, are kept side by side so that they stay in
+ * step; the README table, the chart and the engine pods' environment are all checked against this one list.
  */
 import path from 'node:path';
 

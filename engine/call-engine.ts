@@ -8,8 +8,10 @@ import path from 'node:path';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { callControlChannel, ChangeListener } from '../core/change-notices.ts';
+import type { Clock } from '../core/clock.ts';
 import type { Config } from '../core/config.ts';
 import { endOwnedCalls } from '../core/calls/calls.ts';
+import type { Log } from '../core/log.ts';
 import { InboundCalls } from './calls/inbound.ts';
 import { CallMetrics } from './calls/metrics.ts';
 import { Prompts } from './media/prompts.ts';
@@ -19,12 +21,6 @@ import { SipEndpoint } from './sip/user-agent.ts';
 
 /** How often the engine looks for hangup requests whose notice it may have missed. */
 const hangupPollMs = 2_000;
-
-export interface CallEngineLog {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-  debug(object: object, message: string): void;
-}
 
 export interface CallEngine {
   sipPort: number;
@@ -38,11 +34,11 @@ export async function startCallEngine(options: {
   pool: pg.Pool;
   databaseUrl: string;
   registry: Registry;
-  log: CallEngineLog;
+  log: Log;
   /** Opens carriers' sealed SIP passwords (SigningKeys.carrierSecrets). */
   carrierSecrets: Uint8Array;
   /** The time plan steps go by (`hours`); default the system clock. */
-  clock?: { now(): Date };
+  clock?: Clock;
 }): Promise<CallEngine> {
   const { config, pool, log } = options;
   const metrics = new CallMetrics(options.registry);

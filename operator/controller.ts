@@ -6,15 +6,11 @@
  * asks for it comes back after a delay (for example a deletion waiting on a queue in use).
  */
 import { performance } from 'node:perf_hooks';
+import type { Log } from '../core/log.ts';
 import type { Resource, ResourceKind, ResourceStore, Watch } from '../core/resources/store.ts';
 import { conditionEvents, type EventRecorder } from './events.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import { WorkQueue } from './work-queue.ts';
-
-export interface OperatorLog {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-}
 
 /** What a reconcile may ask for: to run again after `requeueAfterMs` even if nothing changes. */
 export type ReconcileResult = { requeueAfterMs?: number } | void;
@@ -33,7 +29,7 @@ export interface ControllerOptions {
   store: ResourceStore;
   reconcile: Reconcile;
   metrics: OperatorMetrics;
-  log: OperatorLog;
+  log: Pick<Log, 'info' | 'warn'>;
   /** Names reconciled at once. Default 4. */
   concurrency?: number;
   /** The watchdog: a full relist this often. Default 5 minutes. */

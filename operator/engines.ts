@@ -8,13 +8,19 @@
  * A finalizer removes the pool's carriers when the Engine goes; its children go with it by their owner references.
  */
 import type pg from 'pg';
+import {
+  addCarrier,
+  CarrierInputError,
+  removeAllEngineCarriers,
+  removeEngineCarriers,
+} from '../core/carriers/carriers.ts';
 import { inTransaction } from '../core/database.ts';
 import { EngineSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
-import { addCarrier, CarrierInputError } from '../engine/sip/carriers.ts';
 import type { ReconcileResult } from './controller.ts';
 import type { EngineChildren } from './engine-children.ts';
-import { enginePool, EnginePoolError, type EnginePoolSettings, type EngineResource } from './engine-pool.ts';
+import type { EnginePoolSettings } from './engine-pod-settings.ts';
+import { enginePool, EnginePoolError, type EngineResource } from './engine-pool.ts';
 import { specCheck } from './resources.ts';
 import { type ConditionInput, conditions, keepFinalizer, ready, writeStatus } from './status.ts';
 import type { SecretSource } from './webhook-endpoints.ts';
@@ -75,10 +81,11 @@ async function writeCarriers(
           engine: ownerOf(engine),
         });
       }
-      await db.query('DELETE FROM carriers WHERE engine = $1 AND NOT (name = ANY($2::text[]))', [
+      await removeEngineCarriers(
+        db,
         ownerOf(engine),
         carriers.map((carrier) => carrier.name),
-      ]);
+      );
     });
   } catch (error) {
     if (error instanceof CarrierInputError) return ready('False', 'InvalidCarrier', error.message);
@@ -97,7 +104,7 @@ export function engineReconciler(
     if (resource === undefined) return;
     if (resource.metadata.deletionTimestamp !== undefined) {
       if (!resource.metadata.finalizers.includes(engineFinalizer)) return;
-      await pool.query('DELETE FROM carriers WHERE engine = $1', [ownerOf(resource)]);
+      await removeAllEngineCarriers(pool, ownerOf(resource));
       await keepFinalizer(store, resource, engineFinalizer, false);
       return;
     }

@@ -7,7 +7,7 @@
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Resource } from '../core/resources/store.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
-import type { OperatorLog } from './controller.ts';
+import type { Log } from '../core/log.ts';
 
 export interface OperatorEvent {
   type: 'Normal' | 'Warning';
@@ -47,7 +47,7 @@ export function conditionEvents(before: Resource | undefined, after: Resource): 
 
 /** Events in the log (standalone: there is no Events API). */
 export class LoggedEvents implements EventRecorder {
-  constructor(private readonly log: OperatorLog) {}
+  constructor(private readonly log: Pick<Log, 'info' | 'warn'>) {}
 
   async record(resource: Resource, event: OperatorEvent): Promise<void> {
     const where = { kind: resource.kind, name: resource.metadata.name, reason: event.reason };

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api, type KubeConfig, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
-import type { OperatorLog } from './controller.ts';
+import type { Log } from '../core/log.ts';
 import type { Leadership } from './operator.ts';
 
 export interface LeaseOptions {
@@ -28,7 +28,7 @@ export interface LeaseOptions {
   retryMs?: number;
   /** Give the Lease up on close (default true); false leaves it to expire, as a process that dies does. */
   releaseOnClose?: boolean;
-  log?: OperatorLog;
+  log?: Pick<Log, 'info' | 'warn'>;
 }
 
 export class LeaseLeadership implements Leadership {

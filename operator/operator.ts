@@ -9,7 +9,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { ResourceStore } from '../core/resources/store.ts';
-import { Controller, type OperatorLog } from './controller.ts';
+import type { Log } from '../core/log.ts';
+import { Controller } from './controller.ts';
 import { engineReconciler, type EngineSettings } from './engines.ts';
 import { type EventRecorder, LoggedEvents } from './events.ts';
 import { OperatorMetrics } from './metrics.ts';
@@ -84,7 +85,7 @@ export interface OperatorOptions {
   store: ResourceStore;
   namespace: string;
   registry: Registry;
-  log: OperatorLog;
+  log: Pick<Log, 'info' | 'warn'>;
   leadership: Leadership;
   /** Sealing signing secrets, private networks, and where `secretRef`s are read (none without a cluster). */
   webhooks: WebhookEndpointSettings;

@@ -14,7 +14,7 @@ import { Writable } from 'node:stream';
 import test, { type ExecutionContext } from 'ava';
 import { startCall } from '../core/calls/calls.ts';
 import { loadConfig } from '../core/config.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import { splitBranch } from '../engine/calls/runner.ts';
 import { startService, type TestService } from './helpers/service.ts';
 import { addSippCarrier, numberRunning as lineRunning, workspaceApi } from './helpers/phone-lines.ts';

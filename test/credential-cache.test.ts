@@ -4,7 +4,7 @@
  */
 import test from 'ava';
 import { loadConfig } from '../core/config.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import { request, startService } from './helpers/service.ts';
 
 test('a key revoked through one API process is refused by another that had it cached', async (t) => {

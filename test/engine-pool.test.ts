@@ -23,19 +23,17 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ConfigError, loadConfig, settings as configSettings } from '../core/config.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import type { EngineSpec } from '../core/resources/kinds.ts';
+import { engineDataDir, type EnginePoolSettings, enginePoolSettings } from '../operator/engine-pod-settings.ts';
 import {
   configHashAnnotation,
-  engineDataDir,
-  type EnginePoolSettings,
   type EngineResource,
   EnginePoolError,
   engineConfigMap,
   engineDeployment,
   enginePodDisruptionBudget,
   enginePool,
-  enginePoolSettings,
   engineService,
   engineSipService,
 } from '../operator/engine-pool.ts';

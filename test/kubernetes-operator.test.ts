@@ -20,7 +20,7 @@ import { KubernetesObjectApi, type KubernetesObject, PatchStrategy, type V1Conta
 import { Registry } from 'prom-client';
 import { ConfigError, loadConfig } from '../core/config.ts';
 import { KubernetesResourceStore } from '../core/resources/kubernetes-store.ts';
-import { startRoles } from '../core/roles.ts';
+import { startRoles } from '../app/roles.ts';
 import type { Resource, ResourceKind } from '../core/resources/store.ts';
 import { LeaseLeadership } from '../operator/lease.ts';
 import { startOperator } from '../operator/operator.ts';

@@ -132,7 +132,7 @@ test('the packed package, installed with --omit=dev into an empty folder, runs `
   const installed = path.join(app, 'node_modules', packageJson.name);
   const shipped = await filesUnder(installed);
   t.true(shipped.includes('bin/switchboard.js'));
-  t.true(shipped.includes('dist/core/main.js'));
+  t.true(shipped.includes('dist/app/main.js'));
   const migrations = (await readdir(path.join(root, 'core/migrations'))).filter((name) => name.endsWith('.sql'));
   t.true(migrations.length > 0);
   for (const name of migrations) t.true(shipped.includes(`dist/core/migrations/${name}`), name);

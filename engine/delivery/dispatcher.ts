@@ -15,7 +15,9 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { ChangeListener } from '../../core/change-notices.ts';
+import { type Clock, systemClock } from '../../core/clock.ts';
 import { eventsChannel } from '../../core/events/outbox.ts';
+import type { Log } from '../../core/log.ts';
 import { openSecret } from '../../core/sealing.ts';
 import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';
 import { retryDelayMs, shouldPark } from './backoff.ts';
@@ -33,19 +35,7 @@ import {
 import { DeliveryMetrics } from './metrics.ts';
 import { ReleaseBatcher } from './releases.ts';
 
-export interface Clock {
-  now(): Date;
-}
-
-export const systemClock: Clock = { now: () => new Date() };
-
-export interface DeliveryLog {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-  debug(object: object, message: string): void;
-}
-
-const silent: DeliveryLog = { info() {}, warn() {}, debug() {} };
+const silent: Log = { info() {}, warn() {}, debug() {} };
 
 export interface DispatcherOptions {
   pool: pg.Pool;
@@ -59,7 +49,7 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** Where the delivery metrics go; default a registry of its own. */
   registry?: Registry;
-  log?: DeliveryLog;
+  log?: Log;
   /** Every time the dispatcher writes or compares; tests move it forward. Default: the system clock. */
   clock?: Clock;
   /** How long a claimed lane stays held; longer than an attempt. Default 30 s. */
@@ -95,7 +85,7 @@ export class Dispatcher {
   readonly owner = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
   private readonly pool: pg.Pool;
   private readonly clock: Clock;
-  private readonly log: DeliveryLog;
+  private readonly log: Log;
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly attemptTimeoutMs: number;

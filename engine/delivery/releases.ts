@@ -5,7 +5,7 @@
  * its own (releaseLane, which waits for that transaction) without holding up the batches.
  */
 import type pg from 'pg';
-import type { Clock } from './dispatcher.ts';
+import type { Clock } from '../../core/clock.ts';
 import { type ClaimedLane, type Release, releaseLane, releaseLanes } from './lanes.ts';
 
 const maxBatch = 200;

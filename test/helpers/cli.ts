@@ -3,13 +3,13 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Node's arguments that run the `switchboard` command from the sources (core/main.ts) through tsx: `npm test` tests
+ * Node's arguments that run the `switchboard` command from the sources (app/main.ts) through tsx: `npm test` tests
  * the sources, the processes it starts included. The compiled build that bin/switchboard.js runs (dist/) is tested
  * once, installed from the package as production installs it, by test/production-build.test.ts.
  */
 export const switchboardArgs: string[] = [
   `--import=${import.meta.resolve('tsx')}`,
-  fileURLToPath(new URL('../../core/main.ts', import.meta.url)),
+  fileURLToPath(new URL('../../app/main.ts', import.meta.url)),
 ];
 
 export function runCli(

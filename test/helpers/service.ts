@@ -9,9 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
+import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
-import { type Role, startRoles } from '../../core/roles.ts';
+import { type Role, startRoles } from '../../app/roles.ts';
 import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
 import { freshDatabase } from './database.ts';
 
@@ -81,7 +82,7 @@ let applications = 0;
 export async function startService(
   env: Record<string, string> = {},
   roles: readonly Role[] = ['api', 'engine', 'operator'],
-  options: { clock?: { now(): Date }; hangupWaitMs?: number } = {},
+  options: { clock?: Clock; hangupWaitMs?: number } = {},
 ): Promise<TestService> {
   const database = await freshDatabase();
   const logs: string[] = [];

@@ -1,5 +1,5 @@
 /**
- * The process of the `switchboard` command. bin/switchboard.js runs its compiled form (dist/core/main.js, `npm run
+ * The process of the `switchboard` command. bin/switchboard.js runs its compiled form (dist/app/main.js, `npm run
  * build`); the tests run it from the sources through tsx (test/helpers/cli.ts).
  */
 import { main } from './cli.ts';

@@ -4,23 +4,23 @@
  */
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import { type Config, ConfigError, loadConfig } from './config.ts';
-import { openDatabase } from './database.ts';
-import { EmbeddedPostgresError } from './embedded-postgres.ts';
+import { type Config, ConfigError, loadConfig } from '../core/config.ts';
+import { openDatabase } from '../core/database.ts';
+import { EmbeddedPostgresError } from '../core/embedded-postgres.ts';
+import { addCarrier, CarrierInputError } from '../core/carriers/carriers.ts';
 import {
   ApplicationExists,
   applicationExists,
   createApplication,
   issueKey,
   resetLegacySecret,
-} from './identity/applications.ts';
-import { createMember, MemberInputError, memberJson } from './identity/members.ts';
-import { isApplicationId, isUuid } from './ids.ts';
-import { type Capability, capabilities, importNumbers, InventoryInputError } from './numbers/numbers.ts';
-import { addCarrier, CarrierInputError } from '../engine/sip/carriers.ts';
+} from '../core/identity/applications.ts';
+import { createMember, MemberInputError, memberJson } from '../core/identity/members.ts';
+import { isApplicationId, isUuid } from '../core/ids.ts';
+import { type Capability, capabilities, importNumbers, InventoryInputError } from '../core/numbers/numbers.ts';
+import { loadSigningKeys } from '../core/service-secret.ts';
+import { defaultKeyScopes, parseScopeList, type Scope } from '../core/scopes.ts';
 import { type Role, startRoles } from './roles.ts';
-import { loadSigningKeys } from './service-secret.ts';
-import { defaultKeyScopes, parseScopeList, type Scope } from './scopes.ts';
 
 const usage = `usage: switchboard <command>
 
