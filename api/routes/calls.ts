@@ -7,11 +7,18 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { announce, callControlChannel } from '../../core/change-notices.ts';
-import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { CallObject } from '../../core/events/types.ts';
-import { type CallRow, type CallState, callColumns, callObject } from '../../core/calls/calls.ts';
+import {
+  type CallRow,
+  type CallState,
+  callListing,
+  callLegs,
+  callObject,
+  type LegRow,
+  workspaceCall,
+} from '../../core/calls/calls.ts';
+import { recordCallCommand } from '../../core/calls/commands.ts';
 import { CallEndings } from '../call-endings.ts';
 import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
@@ -80,18 +87,6 @@ const CallListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-interface LegRow {
-  id: string;
-  role: string;
-  remote: string;
-  state: string;
-  started_at: Date;
-  answered_at: Date | null;
-  ended_at: Date | null;
-  packets_in: string;
-  packets_out: string;
-}
-
 function callJson(row: CallRow) {
   return {
     ...callObject(row),
@@ -115,25 +110,6 @@ function legJson(row: LegRow) {
     packetsIn: Number(row.packets_in),
     packetsOut: Number(row.packets_out),
   };
-}
-
-async function workspaceCall(db: Queryable, id: string, workspaceId: string): Promise<CallRow | undefined> {
-  const result = await db.query<CallRow>(
-    `SELECT ${callColumns} FROM calls c JOIN workspaces w ON w.id = c.workspace_id
-      WHERE c.id = $1 AND c.workspace_id = $2`,
-    [id, workspaceId],
-  );
-  return result.rows[0];
-}
-
-/** Records a hangup request on a call of the workspace (row-locked until the request commits); the call as it is. */
-async function recordHangup(db: Queryable, id: string, workspaceId: string): Promise<CallRow | undefined> {
-  const result = await db.query<CallRow>(
-    `UPDATE calls c SET hangup_requested_at = clock_timestamp() FROM workspaces w
-      WHERE c.id = $1 AND c.workspace_id = $2 AND w.id = c.workspace_id RETURNING ${callColumns}`,
-    [id, workspaceId],
-  );
-  return result.rows[0];
 }
 
 /**
@@ -180,32 +156,25 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { query } = context;
-      const params: unknown[] = [workspace.id];
-      const where = ['workspace_id = $1'];
-      const add = (condition: (n: number) => string, value: unknown) => {
-        params.push(value);
-        where.push(condition(params.length));
-      };
-      if (query.state !== undefined) add((n) => `state = $${n}`, query.state);
-      if (query.phoneNumberId !== undefined) add((n) => `phone_number_id = $${n}::uuid`, query.phoneNumberId);
+      let since: Date | undefined;
       if (query.since !== undefined) {
-        const since = new Date(query.since as string);
+        since = new Date(query.since as string);
         // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
         if (Number.isNaN(since.getTime())) {
           throw new ApiError('invalid_request', 'query.since must be an instant such as 2026-03-08T09:30:00Z');
         }
-        add((n) => `started_at >= $${n}::timestamptz`, since);
       }
+      const listing = callListing(workspace.id, {
+        ...(query.state !== undefined ? { state: query.state } : {}),
+        ...(query.phoneNumberId !== undefined ? { phoneNumberId: query.phoneNumberId } : {}),
+        ...(since !== undefined ? { since } : {}),
+      });
       const page = await listPage<CallRow & { cursor_ts: string }>({
         db: context.db,
         key: services.keys.cursors,
         list: 'calls',
         owner: workspace.id,
-        // A subquery PostgreSQL flattens: the outer names are the call's own (calls_page serves the order).
-        select: `SELECT * FROM (SELECT ${callColumns}, c.created_at, c.created_at::text AS cursor_ts
-                                  FROM calls c JOIN workspaces w ON w.id = c.workspace_id) AS listed`,
-        where: where.join(' AND '),
-        params,
+        ...listing,
         query,
       });
       return { status: 200, body: { data: page.rows.map(callJson), nextCursor: page.nextCursor } };
@@ -218,12 +187,8 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const row = await workspaceCall(context.db, context.params.id as string, workspace.id);
       if (row === undefined) throw notFound('call');
-      const legs = await context.db.query<LegRow>(
-        `SELECT id, role, remote, state, started_at, answered_at, ended_at, packets_in, packets_out FROM call_legs
-          WHERE call_id = $1 ORDER BY started_at, id`,
-        [row.id],
-      );
-      return { status: 200, body: { ...callJson(row), legs: legs.rows.map(legJson) } };
+      const legs = await callLegs(context.db, row.id);
+      return { status: 200, body: { ...callJson(row), legs: legs.map(legJson) } };
     },
   });
 
@@ -239,11 +204,13 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const started = Date.now();
       // `db` is the idempotent transaction. The request is recorded on the call, so that an engine that missed the
       // notice (its listener reconnecting) finds it, and announced: the owning engine hears it once this commits.
-      const row = await recordHangup(context.db, context.params.id as string, workspace.id);
+      const row = await recordCallCommand(context.db, workspace.id, {
+        action: 'hangup',
+        callId: context.params.id as string,
+      });
       if (row === undefined) throw notFound('call');
       // A 4xx rolls the request back: nothing is recorded or announced.
       if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
-      await announce(context.db, callControlChannel, JSON.stringify({ callId: row.id, action: 'hangup' }));
       // Stored as the answer until the wait below finishes (docs/calls.md: a retry meanwhile is 409
       // idempotency_in_progress, and a retry after a crash gets this one).
       return {

@@ -254,3 +254,69 @@ export async function setLegState(
     [legId, state, packets?.in ?? null, packets?.out ?? null],
   );
 }
+
+/** A call of the workspace, as the API shows it. */
+export async function workspaceCall(db: Queryable, id: string, workspaceId: string): Promise<CallRow | undefined> {
+  const result = await db.query<CallRow>(
+    `SELECT ${callColumns} FROM calls c JOIN workspaces w ON w.id = c.workspace_id
+      WHERE c.id = $1 AND c.workspace_id = $2`,
+    [id, workspaceId],
+  );
+  return result.rows[0];
+}
+
+export interface LegRow {
+  id: string;
+  role: string;
+  remote: string;
+  state: string;
+  started_at: Date;
+  answered_at: Date | null;
+  ended_at: Date | null;
+  packets_in: string;
+  packets_out: string;
+}
+
+/** A call's legs, oldest first. */
+export async function callLegs(db: Queryable, callId: string): Promise<LegRow[]> {
+  const legs = await db.query<LegRow>(
+    `SELECT id, role, remote, state, started_at, answered_at, ended_at, packets_in, packets_out FROM call_legs
+      WHERE call_id = $1 ORDER BY started_at, id`,
+    [callId],
+  );
+  return legs.rows;
+}
+
+/** What the calls of a workspace are listed by (all given filters apply). */
+export interface CallFilters {
+  state?: string;
+  phoneNumberId?: string;
+  /** Started at or after. */
+  since?: Date;
+}
+
+/**
+ * The listing of a workspace's calls as the API's pagination takes it: the select (with the cursor's timestamp),
+ * the conditions and their parameters.
+ */
+export function callListing(
+  workspaceId: string,
+  filters: CallFilters,
+): { select: string; where: string; params: unknown[] } {
+  const params: unknown[] = [workspaceId];
+  const where = ['workspace_id = $1'];
+  const add = (condition: (n: number) => string, value: unknown) => {
+    params.push(value);
+    where.push(condition(params.length));
+  };
+  if (filters.state !== undefined) add((n) => `state = $${n}`, filters.state);
+  if (filters.phoneNumberId !== undefined) add((n) => `phone_number_id = $${n}::uuid`, filters.phoneNumberId);
+  if (filters.since !== undefined) add((n) => `started_at >= $${n}::timestamptz`, filters.since);
+  return {
+    // A subquery PostgreSQL flattens: the outer names are the call's own (calls_page serves the order).
+    select: `SELECT * FROM (SELECT ${callColumns}, c.created_at, c.created_at::text AS cursor_ts
+                              FROM calls c JOIN workspaces w ON w.id = c.workspace_id) AS listed`,
+    where: where.join(' AND '),
+    params,
+  };
+}

@@ -5,6 +5,7 @@
  */
 import libphonenumber from 'google-libphonenumber';
 import type { Queryable } from '../database.ts';
+import type { RoutingPlanDefinition } from '../routing/definition.ts';
 import { appendEvent } from '../events/outbox.ts';
 import { e164Pattern } from '../ids.ts';
 
@@ -147,4 +148,31 @@ export async function importNumbers(
     if (result.rowCount === 1) added.push(number);
   }
   return { added, alreadyPresent: [...new Set(numbers)].filter((number) => !added.includes(number)) };
+}
+
+/** What an inbound call to a number runs: the number's carrier, workspace and the published plan version. */
+export interface PublishedPlan {
+  carrier: string;
+  application_id: string;
+  workspace_id: string;
+  phone_number_id: string;
+  e164: string;
+  routing_plan_id: string;
+  published_version: number;
+  definition: RoutingPlanDefinition;
+}
+
+/** The number dialed, if it is ours, claimed, on the voice lane and running a published plan: that version. */
+export async function publishedPlanFor(db: Queryable, e164: string): Promise<PublishedPlan | undefined> {
+  const result = await db.query<PublishedPlan>(
+    `SELECT n.carrier, w.application_id, n.workspace_id, n.id AS phone_number_id, n.e164, p.id AS routing_plan_id,
+            p.published_version, v.definition
+       FROM phone_numbers n
+       JOIN workspaces w ON w.id = n.workspace_id
+       JOIN routing_plans p ON p.id = n.routing_plan_id AND p.archived_at IS NULL AND p.published_version IS NOT NULL
+       JOIN routing_plan_versions v ON v.plan_id = p.id AND v.version = p.published_version
+      WHERE n.e164 = $1 AND n.voice_lane = 'service'`,
+    [e164],
+  );
+  return result.rows[0];
 }

@@ -1,0 +1,225 @@
+/**
+ * A call in progress on this engine (docs/architecture.md, "A call, its legs and its steps"): its record, its state,
+ * its legs (the caller's, and a forward's while bridged), and its end, which happens once whatever asks for it (the
+ * caller's BYE, the plan, a call command from the API, shutdown). It is the `CallControl` the routing steps drive:
+ * prompts and keys on the caller's leg, voicemail, a forward dialled out and bridged, hangup. How a call arrives is
+ * not its business (admission.ts for an INVITE from a carrier).
+ */
+import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
+import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
+import { scheduleHours } from '../../core/routing/schedules.ts';
+import { bridge } from '../media/bridge.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+import type { CallControl, Prompt } from './control.ts';
+import { dialOut } from './dial-out.ts';
+import type { Leg } from './leg.ts';
+import { runPlan } from './runner.ts';
+import type { CallServices } from './services.ts';
+import { recordVoicemail } from './voicemail-recording.ts';
+
+export class Call implements CallControl {
+  ended = false;
+  private readonly gone = new AbortController();
+  private readonly keys: string[] = [];
+  private keyWaiter: ((key: string | undefined) => void) | undefined;
+  /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
+  private readonly taken: string[] = [];
+
+  constructor(
+    readonly row: CallRow,
+    /** The carrier of the called number: forwards leave through it. */
+    private readonly carrierName: string,
+    /** The caller's leg, answered. */
+    private readonly caller: Leg,
+    private readonly services: CallServices,
+    /** Told once, when the call ends (the registry of active calls forgets it). */
+    private readonly onEnd: (call: Call) => void,
+  ) {
+    // Listening for keys from the first packet on: a caller may press one right after the ACK.
+    caller.onDtmf((digit) => {
+      const waiter = this.keyWaiter;
+      if (waiter !== undefined) {
+        this.keyWaiter = undefined;
+        waiter(digit);
+      } else this.keys.push(digit);
+    });
+    caller.onHangup(() => void this.finish('caller_hangup'));
+  }
+
+  get signal(): AbortSignal {
+    return this.gone.signal;
+  }
+
+  /** The call is answered: it runs the plan version it started with, and hangs up if the plan fails. */
+  async run(definition: RoutingPlanDefinition): Promise<void> {
+    const { pool, log, clock } = this.services;
+    const row = this.row;
+    await setLegState(pool, this.caller.id, 'answered');
+    await changeState(pool, row.id, 'routing', { answered: true });
+    await runPlan(
+      {
+        callId: row.id,
+        definition,
+        schedule: (id) => scheduleHours(pool, row.workspace_id, id),
+        now: () => clock?.now() ?? new Date(),
+      },
+      this,
+      this.taken,
+    ).catch(async (error: unknown) => {
+      log.warn({ err: error, callId: row.id }, 'routing plan failed; ending the call');
+      await this.hangup('plan_error');
+    });
+  }
+
+  async play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
+    if (this.ended) return { key: undefined };
+    let pcm: Int16Array;
+    try {
+      pcm = await this.services.prompts.pcm(prompt);
+    } catch (error) {
+      // A prompt that cannot be produced: a second of silence, and the call goes on (docs/calls.md).
+      this.services.metrics.promptFailures.inc();
+      this.services.log.warn({ callId: this.row.id, err: error }, 'prompt could not be produced; silence');
+      pcm = new Int16Array(8000);
+    }
+    const stop = new AbortController();
+    const onGone = () => stop.abort();
+    this.gone.signal.addEventListener('abort', onGone, { once: true });
+    let pressed: string | undefined;
+    let unsubscribe: (() => void) | undefined;
+    if (options.stopOnKey === true) {
+      // A key pressed before the prompt (typed ahead) answers it at once.
+      const early = this.keys.shift();
+      if (early !== undefined) {
+        this.gone.signal.removeEventListener('abort', onGone);
+        return { key: early };
+      }
+      unsubscribe = this.caller.onDtmf((digit) => {
+        pressed ??= digit;
+        stop.abort();
+      });
+    }
+    try {
+      await this.caller.media.play(pcm, stop.signal);
+    } finally {
+      unsubscribe?.();
+      this.gone.signal.removeEventListener('abort', onGone);
+    }
+    if (pressed !== undefined) {
+      // The key that cut the prompt is the answer; the queued copy is not a second press.
+      const index = this.keys.indexOf(pressed);
+      if (index !== -1) this.keys.splice(index, 1);
+    }
+    return { key: pressed };
+  }
+
+  key(timeoutMs: number): Promise<string | undefined> {
+    if (this.ended) return Promise.resolve(undefined);
+    const queued = this.keys.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => finish(undefined), timeoutMs);
+      const onGone = () => finish(undefined);
+      const finish = (key: string | undefined) => {
+        clearTimeout(timer);
+        this.gone.signal.removeEventListener('abort', onGone);
+        if (this.keyWaiter === finish) this.keyWaiter = undefined;
+        resolve(key);
+      };
+      this.gone.signal.addEventListener('abort', onGone, { once: true });
+      this.keyWaiter = finish;
+    });
+  }
+
+  async voicemail(maxMs: number): Promise<void> {
+    if (this.ended) return;
+    await recordVoicemail(this.services, this.row, this.caller.media, this.gone.signal, maxMs);
+  }
+
+  /**
+   * Dials `to` through the called number's carrier and, once answered, bridges the two legs until either side hangs
+   * up (true). Not answered within `timeoutMs`, refused, or impossible (no carrier, a carrier named only by a CIDR
+   * range): false, and the call goes on with the step's `next`.
+   */
+  async forward(to: string, timeoutMs: number): Promise<boolean> {
+    if (this.ended) return false;
+    const { pool } = this.services;
+    const dialled = await dialOut(this.services, {
+      callId: this.row.id,
+      from: this.row.to_number,
+      carrierName: this.carrierName,
+      to,
+      timeoutMs,
+      signal: this.gone.signal,
+      unavailable: (detail) => this.note('step_unavailable', detail),
+    });
+    if (dialled === undefined) return false;
+    const { leg } = dialled;
+    try {
+      await changeState(pool, this.row.id, 'connected', { connectedLeg: { id: leg.id, role: 'forward' } });
+      const unbridge = bridge(this.caller.media, leg.media);
+      // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends this call).
+      await new Promise<void>((resolve) => {
+        leg.onHangup(resolve);
+        this.gone.signal.addEventListener(
+          'abort',
+          () => {
+            // Goes at once (the far end has acknowledged its answer); a far end that hung up at the same time is
+            // no error.
+            void leg.bye();
+            resolve();
+          },
+          { once: true },
+        );
+      });
+      unbridge();
+      this.countMedia(leg.media);
+      leg.media.close();
+      await setLegState(pool, leg.id, 'ended', { in: leg.media.stats.packetsIn, out: leg.media.stats.packetsOut });
+      return true;
+    } finally {
+      dialled.release();
+    }
+  }
+
+  /** Adds an endpoint's packet counts to the metrics (once, as it closes). */
+  private countMedia(endpoint: MediaEndpoint): void {
+    const metrics = this.services.metrics;
+    metrics.rtpPackets.inc({ direction: 'in' }, endpoint.stats.packetsIn);
+    metrics.rtpPackets.inc({ direction: 'out' }, endpoint.stats.packetsOut);
+    metrics.rtpLost.inc(endpoint.stats.lost);
+  }
+
+  async enter(state: 'voicemail' | 'routing'): Promise<void> {
+    if (this.ended) return;
+    await changeState(this.services.pool, this.row.id, state);
+  }
+
+  note(what: 'step_unavailable', detail: string): void {
+    this.services.metrics.stepsUnavailable.inc();
+    this.services.log.warn({ callId: this.row.id, what }, detail);
+  }
+
+  /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
+  async hangup(reason: string): Promise<void> {
+    if (this.ended) return;
+    await this.caller.bye(this.gone.signal);
+    if (this.ended) return;
+    await this.finish(reason);
+  }
+
+  /** The caller hung up (BYE) or the call cannot go on. */
+  async finish(reason: string): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.gone.abort();
+    const media = this.caller.media;
+    this.countMedia(media);
+    media.close();
+    this.onEnd(this);
+    const stats = media.stats;
+    await setLegState(this.services.pool, this.caller.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+    const ended = await endCall(this.services.pool, this.row.id, reason, this.taken);
+    if (ended !== undefined) this.services.metrics.ended(reason);
+  }
+}

@@ -1,0 +1,22 @@
+/**
+ * Call commands from the API (core/calls/commands.ts) dispatched to the calls this engine holds. A command for a
+ * call held elsewhere, or already ended, is no business of this engine.
+ */
+import type { CallCommand } from '../../core/calls/commands.ts';
+import type { ActiveCalls } from './active-calls.ts';
+
+/** Acts on `command` if this engine holds its call; false when it does not. */
+export async function dispatchCallCommand(calls: ActiveCalls, command: CallCommand): Promise<boolean> {
+  const call = calls.get(command.callId);
+  if (call === undefined) return false;
+  switch (command.action) {
+    case 'hangup':
+      await call.hangup('hangup_requested');
+      return true;
+    default: {
+      // A member of CallCommand without its case here fails the compiler.
+      const unhandled: never = command.action;
+      throw new Error(`call command ${String(unhandled)} has no dispatch`);
+    }
+  }
+}

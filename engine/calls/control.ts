@@ -1,0 +1,40 @@
+/**
+ * What the routing steps ask of a call (`CallControl`), and what they know of the plan run (`StepContext`). `Call`
+ * (call.ts) implements `CallControl` on its legs; tests drive the steps with a double (test/helpers/call-control.ts).
+ */
+import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
+import type { ScheduleHours } from '../../core/routing/schedule.ts';
+
+export type Prompt = { tts: string } | { audioUrl: string };
+
+export interface CallControl {
+  /** Plays a prompt to the caller; resolves when it ends, early with 'key' when the caller pressed one. */
+  play(prompt: Prompt, options?: { stopOnKey?: boolean }): Promise<{ key: string | undefined }>;
+  /** Waits up to `timeoutMs` for one key (a key pressed during the prompt counts). */
+  key(timeoutMs: number): Promise<string | undefined>;
+  /** Records the caller until they hang up or `maxMs` passes. */
+  voicemail(maxMs: number): Promise<void>;
+  /** Dials `to`, rings up to `timeoutMs`; true once answered and bridged until either side hangs up. */
+  forward(to: string, timeoutMs: number): Promise<boolean>;
+  /** Ends the call from our side (BYE). */
+  hangup(reason: string): Promise<void>;
+  /** The call state for steps that change it (`voicemail`). */
+  enter(state: 'voicemail' | 'routing'): Promise<void>;
+  /** True once the caller hung up (the runner stops at the next step). */
+  readonly ended: boolean;
+  /** Something worth counting: a step type not built yet, a prompt that could not be played. */
+  note(what: 'step_unavailable', detail: string): void;
+}
+
+/** The plan run a call is in: the version it started with (it never changes under a running call). */
+export interface RunnerContext {
+  callId: string;
+  definition: RoutingPlanDefinition;
+  schedule(id: string): Promise<ScheduleHours | undefined>;
+  now(): Date;
+}
+
+/** What one step is given: the run, and its own id in the plan. */
+export interface StepContext extends RunnerContext {
+  stepId: string;
+}

@@ -1,0 +1,32 @@
+/** What the call engine's calls share: the database, SIP, media, prompts, carriers, metrics, log and clock. */
+import type pg from 'pg';
+import type { Clock } from '../../core/clock.ts';
+import type { Log } from '../../core/log.ts';
+import type { Prompts } from '../media/prompts.ts';
+import type { PortPool } from '../media/rtp.ts';
+import type { CarrierDirectory } from '../sip/carriers.ts';
+import type { SipEndpoint } from '../sip/user-agent.ts';
+import type { CallMetrics } from './metrics.ts';
+
+export interface CallServices {
+  pool: pg.Pool;
+  /** The engine's SIP endpoint, for dialing out (forward). */
+  sip: SipEndpoint;
+  carriers: CarrierDirectory;
+  ports: PortPool;
+  /** The address RTP sockets bind (RTP_HOST). */
+  rtpHost: string;
+  /** The address put in our SDP. */
+  rtpAdvertisedHost: string;
+  prompts: Prompts;
+  /** This engine's id (calls.engine_owner). */
+  owner: string;
+  /** Where voicemail recordings go. */
+  recordingsDir: string;
+  metrics: CallMetrics;
+  log: Pick<Log, 'info' | 'warn'>;
+  /** Opens carriers' sealed SIP passwords, to answer their digest challenges. */
+  carrierSecrets: Uint8Array;
+  /** The time plan steps go by (`hours`); default the system clock. Tests fix it at chosen instants. */
+  clock?: Clock;
+}

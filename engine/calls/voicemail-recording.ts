@@ -1,0 +1,79 @@
+/**
+ * A voicemail recording (the `voicemail` step): a beep, then the caller's audio into a WAV file under
+ * SWITCHBOARD_DATA_DIR/recordings until they hang up or the time is up; then its row in `recordings`
+ * (core/calls/recordings.ts) with `voicemail.ready` in the same transaction.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type pg from 'pg';
+import type { CallRow } from '../../core/calls/calls.ts';
+import { insertRecording } from '../../core/calls/recordings.ts';
+import { inTransaction } from '../../core/database.ts';
+import { appendEvent } from '../../core/events/outbox.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+import { WavRecorder } from '../media/recorder.ts';
+
+/** At start: the folder recordings go to. */
+export async function prepareRecordings(recordingsDir: string): Promise<void> {
+  await mkdir(recordingsDir, { recursive: true });
+}
+
+/** A 1 kHz beep, 300 ms, before a voicemail recording starts. */
+function beep(): Int16Array {
+  const samples = new Int16Array(2400);
+  for (let i = 0; i < samples.length; i += 1) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 1000 * i) / 8000));
+  return samples;
+}
+
+/** Records the caller on `media` until `gone` aborts (the call ended) or `maxMs` passes, then writes it down. */
+export async function recordVoicemail(
+  options: { pool: pg.Pool; recordingsDir: string },
+  row: CallRow,
+  media: MediaEndpoint,
+  gone: AbortSignal,
+  maxMs: number,
+): Promise<void> {
+  await media.play(beep(), gone);
+  const file = path.join(options.recordingsDir, `${row.id}.wav`);
+  const recorder = await WavRecorder.open(file);
+  const stopRecording = media.onAudio((frame) => recorder.write(frame));
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, maxMs);
+    gone.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+  stopRecording();
+  const written = await recorder.close();
+  await inTransaction(options.pool, async (db) => {
+    const recordingId = await insertRecording(db, {
+      callId: row.id,
+      workspaceId: row.workspace_id,
+      kind: 'voicemail',
+      path: file,
+      durationMs: written.durationMs,
+    });
+    await appendEvent(db, {
+      type: 'voicemail.ready',
+      streamId: row.id,
+      applicationId: row.application_id,
+      workspaceId: row.workspace_id,
+      externalWorkspaceId: row.external_workspace_id,
+      fields: {
+        callId: row.id,
+        voicemail: {
+          id: recordingId,
+          recordingId,
+          from: row.from_number.slice(0, 64) || 'anonymous',
+          to: row.to_number.slice(0, 64),
+          durationSeconds: Math.round(written.durationMs / 1000),
+        },
+      },
+    });
+  });
+}

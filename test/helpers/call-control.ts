@@ -1,0 +1,109 @@
+/**
+ * A `CallControl` test double for the routing steps (engine/calls/steps/): no SIP, no RTP, no timers. The caller's
+ * keys are a script; what the steps asked (prompts played, key waits, forwards, recordings, state changes, notes,
+ * hangups) is recorded in order for the test to check.
+ */
+import type { CallControl, Prompt } from '../../engine/calls/control.ts';
+
+/** One key wait of the script: a key pressed while waiting, a key pressed during the prompt, or none (timeout). */
+export type ScriptedKey = string | { duringPrompt: string } | undefined;
+
+export interface CallScript {
+  /** The caller's keys, one entry per prompt-and-wait, in order; once exhausted the caller presses nothing. */
+  keys?: ScriptedKey[];
+  /** Whether each forward is answered (in order); not listed: not answered. */
+  forwardsAnswered?: boolean[];
+  /** The caller hangs up during the prompt with this index (0 is the first prompt played). */
+  hangsUpDuringPrompt?: number;
+  /** The caller hangs up while being recorded. */
+  hangsUpDuringRecording?: boolean;
+}
+
+export type CallAction =
+  | { play: Prompt; stopOnKey: boolean }
+  | { keyWaitMs: number }
+  | { forward: string; timeoutMs: number }
+  | { voicemailMaxMs: number }
+  | { enter: 'voicemail' | 'routing' }
+  | { note: string }
+  | { hangup: string };
+
+export class ScriptedCall implements CallControl {
+  ended = false;
+  /** Everything the steps asked, in order. */
+  readonly actions: CallAction[] = [];
+  private readonly keys: ScriptedKey[];
+  private readonly forwardsAnswered: boolean[];
+  private plays = 0;
+
+  constructor(private readonly script: CallScript = {}) {
+    this.keys = [...(script.keys ?? [])];
+    this.forwardsAnswered = [...(script.forwardsAnswered ?? [])];
+  }
+
+  get played(): Prompt[] {
+    return this.actions.flatMap((action) => ('play' in action ? [action.play] : []));
+  }
+
+  get hungUp(): string[] {
+    return this.actions.flatMap((action) => ('hangup' in action ? [action.hangup] : []));
+  }
+
+  get forwarded(): string[] {
+    return this.actions.flatMap((action) => ('forward' in action ? [action.forward] : []));
+  }
+
+  get notes(): string[] {
+    return this.actions.flatMap((action) => ('note' in action ? [action.note] : []));
+  }
+
+  play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
+    if (this.ended) return Promise.resolve({ key: undefined });
+    const stopOnKey = options.stopOnKey === true;
+    this.actions.push({ play: prompt, stopOnKey });
+    if (this.script.hangsUpDuringPrompt === this.plays++) this.ended = true;
+    const next = this.keys[0];
+    if (stopOnKey && typeof next === 'object') {
+      this.keys.shift();
+      return Promise.resolve({ key: next.duringPrompt });
+    }
+    return Promise.resolve({ key: undefined });
+  }
+
+  key(timeoutMs: number): Promise<string | undefined> {
+    if (this.ended) return Promise.resolve(undefined);
+    this.actions.push({ keyWaitMs: timeoutMs });
+    const next = this.keys.shift();
+    return Promise.resolve(typeof next === 'string' ? next : undefined);
+  }
+
+  voicemail(maxMs: number): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    this.actions.push({ voicemailMaxMs: maxMs });
+    if (this.script.hangsUpDuringRecording === true) this.ended = true;
+    return Promise.resolve();
+  }
+
+  forward(to: string, timeoutMs: number): Promise<boolean> {
+    if (this.ended) return Promise.resolve(false);
+    this.actions.push({ forward: to, timeoutMs });
+    return Promise.resolve(this.forwardsAnswered.shift() ?? false);
+  }
+
+  hangup(reason: string): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    this.actions.push({ hangup: reason });
+    this.ended = true;
+    return Promise.resolve();
+  }
+
+  enter(state: 'voicemail' | 'routing'): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    this.actions.push({ enter: state });
+    return Promise.resolve();
+  }
+
+  note(_what: 'step_unavailable', detail: string): void {
+    this.actions.push({ note: detail });
+  }
+}
