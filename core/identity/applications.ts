@@ -144,3 +144,12 @@ export async function keyByHash(db: Queryable, hash: Buffer): Promise<KeyRecord 
 export async function noteKeyUse(db: Queryable, id: string): Promise<void> {
   await db.query('UPDATE api_keys SET last_used_at = now() WHERE id = $1', [id]);
 }
+
+/**
+ * Locks the application's row until commit (FOR NO KEY UPDATE: other writers' foreign-key checks stay unblocked);
+ * false when there is no such application.
+ */
+export async function lockApplication(db: Queryable, applicationId: string): Promise<boolean> {
+  const application = await db.query('SELECT 1 FROM applications WHERE id = $1 FOR NO KEY UPDATE', [applicationId]);
+  return application.rowCount !== 0;
+}

@@ -23,13 +23,11 @@ import {
   type ClaimedLane,
   type HeadEvent,
   claimLanes,
-  fallAsleep,
-  forgetSleepingDispatchers,
   laneCounts,
   recordFailure,
-  stayAwake,
   sweepIdleLanes,
-} from './lanes.ts';
+} from '../../core/webhooks/deliveries.ts';
+import { fallAsleep, forgetSleepingDispatchers, stayAwake } from '../../core/webhooks/dispatchers.ts';
 import { DeliveryMetrics } from './metrics.ts';
 import { ReleaseBatcher } from './releases.ts';
 
