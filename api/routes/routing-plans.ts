@@ -11,6 +11,7 @@ import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { assignNumber, lockWorkspaceNumber, numberUpdated } from '../../core/numbers/numbers.ts';
+import { type ConditionInput, conditions } from '../../core/resources/conditions.ts';
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
 import {
@@ -121,28 +122,30 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, p
     },
     { applicationId: workspace.applicationId, workspaceId: workspace.id },
   );
-  const now = new Date().toISOString();
   const generation = resource.metadata.generation;
-  const condition = (type: string, ok: boolean, reason: string, message: string) => ({
+  const condition = (type: string, ok: boolean, reason: string, message: string): ConditionInput => ({
     type,
     status: ok ? 'True' : 'False',
     reason,
     message,
-    observedGeneration: generation,
-    lastTransitionTime: now,
   });
   await resources.updateStatus('RoutingPlan', plan.id, {
     observedGeneration: generation,
     newestVersion: plan.newest_version,
     publishedVersion: plan.published_version,
     issues: [],
-    conditions: [
-      condition('Valid', true, 'Validated', 'the newest definition is valid'),
-      plan.published_version === null
-        ? condition('Published', false, 'Draft', 'no version is published')
-        : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
-      condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
-    ],
+    conditions: conditions(
+      resource.status.conditions,
+      [
+        condition('Valid', true, 'Validated', 'the newest definition is valid'),
+        plan.published_version === null
+          ? condition('Published', false, 'Draft', 'no version is published')
+          : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
+        condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
+      ],
+      generation,
+      new Date(),
+    ),
   });
   return plan;
 }
