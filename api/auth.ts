@@ -8,7 +8,9 @@ import { decodeJwt } from 'jose';
 import type pg from 'pg';
 import type { Queryable } from '../core/database.ts';
 import { ApiError, notFound } from '../core/errors.ts';
+import { type KeyRecord, keyByHash, legacySecretMatches, noteKeyUse } from '../core/identity/applications.ts';
 import { credentialKindOf, hashCredential } from '../core/identity/secrets.ts';
+import { workspaceIdByExternalId, workspaceIdentity } from '../core/identity/workspaces.ts';
 import { isApplicationId, isUuid } from '../core/ids.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
 import type { LoginVerifier, MemberLogin } from './oidc.ts';
@@ -53,14 +55,6 @@ const credentialNames: Record<Credential, string> = {
   W: 'a workspace key',
   S: 'a member login',
 };
-
-interface KeyRecord {
-  id: string;
-  application_id: string;
-  workspace_id: string | null;
-  scopes: string[];
-  revoked_at: Date | null;
-}
 
 function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
   const value = headers[name];
@@ -153,11 +147,8 @@ export class Authenticator {
     if (!isApplicationId(applicationId) || credentialKindOf(secret) !== 'application_secret') {
       throw unauthorized('the application secret or x-service-application is not valid');
     }
-    const result = await this.pool.query('SELECT 1 FROM applications WHERE id = $1 AND legacy_secret_hash = $2', [
-      applicationId,
-      hashCredential(secret),
-    ]);
-    if (result.rowCount !== 1) throw unauthorized('the application secret or x-service-application is not valid');
+    if (!(await legacySecretMatches(this.pool, applicationId, hashCredential(secret))))
+      throw unauthorized('the application secret or x-service-application is not valid');
     return {
       kind: 'application_secret',
       credential: 'K',
@@ -172,12 +163,7 @@ export class Authenticator {
     const cached = this.keys.get(cacheKey);
     if (cached !== undefined) return cached;
     const generation = this.keys.begin();
-    const result = await this.pool.query<KeyRecord>({
-      name: 'switchboard-key-by-hash',
-      text: 'SELECT id, application_id, workspace_id, scopes, revoked_at FROM api_keys WHERE key_hash = $1',
-      values: [hash],
-    });
-    const row = result.rows[0];
+    const row = await keyByHash(this.pool, hash);
     if (row !== undefined) this.keys.set(cacheKey, row, generation);
     return row;
   }
@@ -203,7 +189,7 @@ export class Authenticator {
     const now = Date.now();
     if (now - (this.lastUseWritten.get(keyId) ?? 0) < 60_000) return;
     this.lastUseWritten.set(keyId, now);
-    this.pool.query('UPDATE api_keys SET last_used_at = now() WHERE id = $1', [keyId]).catch(this.onError);
+    noteKeyUse(this.pool, keyId).catch(this.onError);
   }
 
   private async jwt(token: string): Promise<Principal> {
@@ -267,12 +253,7 @@ function remember(workspace: WorkspaceRef): WorkspaceRef {
 async function workspaceById(db: Queryable, id: string): Promise<WorkspaceRef | undefined> {
   const known = knownWorkspaces.get(id.toLowerCase());
   if (known !== undefined) return known;
-  const result = await db.query<{ id: string; application_id: string; external_workspace_id: string }>({
-    name: 'switchboard-workspace-by-id',
-    text: 'SELECT id, application_id, external_workspace_id FROM workspaces WHERE id = $1',
-    values: [id],
-  });
-  const row = result.rows[0];
+  const row = await workspaceIdentity(db, id);
   return (
     row && remember({ id: row.id, applicationId: row.application_id, externalWorkspaceId: row.external_workspace_id })
   );
@@ -285,12 +266,8 @@ async function workspaceByExternalId(
 ): Promise<WorkspaceRef | undefined> {
   const known = knownWorkspaces.get(`${applicationId}\n${externalId}`);
   if (known !== undefined) return known;
-  const result = await db.query<{ id: string }>(
-    'SELECT id FROM workspaces WHERE application_id = $1 AND external_workspace_id = $2',
-    [applicationId, externalId],
-  );
-  const row = result.rows[0];
-  return row && remember({ id: row.id, applicationId, externalWorkspaceId: externalId });
+  const id = await workspaceIdByExternalId(db, applicationId, externalId);
+  return id === undefined ? undefined : remember({ id, applicationId, externalWorkspaceId: externalId });
 }
 
 /** The workspace a request names in its headers (section 4), checked against the credential's reach. */

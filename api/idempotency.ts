@@ -16,14 +16,28 @@
  * meanwhile is 409 `idempotency_in_progress`, as while a transaction runs; a retry after the pending time (the first
  * request's process died) takes the provisional answer as final, and a request that finishes later answers with
  * whatever was stored first, so every answer to one key is the same.
+ *
+ * The records' statements are in core/idempotency/records.ts; this file holds the rules and the transaction.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
+import {
+  clearRecords,
+  deleteRecord,
+  finishRecord,
+  insertRecord,
+  purgeExpiredRecords,
+  readRecord,
+  recordOf,
+  sealRecords,
+  settleRecord,
+  type StoredRecord,
+  tryLockKey,
+} from '../core/idempotency/records.ts';
 import { openSecret, sealSecret } from '../core/sealing.ts';
 
-export const idempotencyRetentionHours = 24;
 const keyPattern = /^[\x21-\x7e]{1,255}$/;
 /** Past an operation's own bound, the time left to store its finished answer before a retry settles it. */
 const finishMarginMs = 10_000;
@@ -100,18 +114,6 @@ export interface AnswerStore {
   key: Uint8Array;
 }
 
-interface StoredRecord {
-  fingerprint: Buffer;
-  status_code: number;
-  response_body: string;
-  sealed: boolean;
-  live: boolean;
-  /** A provisional answer whose request may still finish it. */
-  pending: boolean;
-  /** A provisional answer (pending or past its time). */
-  provisional: boolean;
-}
-
 /** The associated data of a sealed answer: the record it belongs to. */
 function boundTo(scope: string, key: string, status: number): string {
   return JSON.stringify(['idempotent answer', scope, key, status]);
@@ -145,20 +147,8 @@ export async function runIdempotent(
   const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
-    const lock = await client.query<{ ok: boolean }>(
-      'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
-      [`idempotency\n${scope}\n${key}`],
-    );
-    if (lock.rows[0]?.ok !== true) throw inProgress();
-    const existing = await client.query<StoredRecord>(
-      `SELECT fingerprint, status_code, response_body, sealed,
-              created_at > now() - make_interval(hours => $3) AS live,
-              coalesce(pending_until > clock_timestamp(), false) AS pending,
-              pending_until IS NOT NULL AS provisional
-         FROM idempotency_records WHERE scope = $1 AND key = $2`,
-      [scope, key, idempotencyRetentionHours],
-    );
-    const record = existing.rows[0];
+    if (!(await tryLockKey(client, scope, key))) throw inProgress();
+    const record = await readRecord(client, scope, key);
     if (record?.live) {
       if (!record.fingerprint.equals(print)) {
         throw new ApiError(
@@ -171,17 +161,12 @@ export async function runIdempotent(
       // A provisional answer past its time stands as the answer (its request ended before finishing it); one an
       // older version stored in clear text is sealed now.
       if (record.provisional || !record.sealed) {
-        await client.query(
-          `UPDATE idempotency_records SET response_body = $3, sealed = true, pending_until = NULL
-            WHERE scope = $1 AND key = $2`,
-          [scope, key, sealAnswer(store, scope, key, record.status_code, body)],
-        );
+        await settleRecord(client, scope, key, sealAnswer(store, scope, key, record.status_code, body));
       }
       await client.query('COMMIT');
       return { status: record.status_code, body, replayed: true };
     }
-    if (record !== undefined)
-      await client.query('DELETE FROM idempotency_records WHERE scope = $1 AND key = $2', [scope, key]);
+    if (record !== undefined) await deleteRecord(client, scope, key);
 
     await client.query('SAVEPOINT work');
     try {
@@ -194,17 +179,16 @@ export async function runIdempotent(
       effects.length = 0;
       answer = { status: error.status, body: JSON.stringify(error.body()) };
     }
-    await client.query(
-      `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
-       VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
-      [
+    await insertRecord(
+      client,
+      {
         scope,
         key,
-        print,
-        answer.status,
-        sealAnswer(store, scope, key, answer.status, answer.body),
-        later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
-      ],
+        fingerprint: print,
+        status: answer.status,
+        sealedBody: sealAnswer(store, scope, key, answer.status, answer.body),
+      },
+      later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
     );
     await client.query('COMMIT');
   } catch (error) {
@@ -232,18 +216,11 @@ async function finishPending(
 ): Promise<StoredAnswer> {
   const finished = await later.finish();
   const answer = { status: finished.status, body: JSON.stringify(finished.body) };
-  const settled = await store.pool.query(
-    `UPDATE idempotency_records SET status_code = $4, response_body = $5, sealed = true, pending_until = NULL
-      WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND pending_until IS NOT NULL`,
-    [scope, key, print, answer.status, sealAnswer(store, scope, key, answer.status, answer.body)],
-  );
-  if (settled.rowCount === 1) return { ...answer, replayed: false };
-  const stored = await store.pool.query<StoredRecord>(
-    `SELECT fingerprint, status_code, response_body, sealed, true AS live, false AS pending, false AS provisional
-       FROM idempotency_records WHERE scope = $1 AND key = $2 AND fingerprint = $3`,
-    [scope, key, print],
-  );
-  const record = stored.rows[0];
+  const sealedBody = sealAnswer(store, scope, key, answer.status, answer.body);
+  if (await finishRecord(store.pool, { scope, key, fingerprint: print, status: answer.status, sealedBody })) {
+    return { ...answer, replayed: false };
+  }
+  const record = await recordOf(store.pool, scope, key, print);
   if (record === undefined) return { ...answer, replayed: false };
   return { status: record.status_code, body: openAnswer(store, scope, key, record), replayed: false };
 }
@@ -255,27 +232,16 @@ async function finishPending(
 export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal): Promise<number> {
   let sealed = 0;
   while (signal?.aborted !== true) {
-    const batch = await store.pool.query<{ scope: string; key: string; status_code: number; response_body: string }>(
-      'SELECT scope, key, status_code, response_body FROM idempotency_records WHERE NOT sealed LIMIT $1',
-      [batchSize],
+    const batch = await clearRecords(store.pool, batchSize);
+    if (batch.length === 0) break;
+    const updated = await sealRecords(
+      store.pool,
+      batch,
+      batch.map((row) => sealAnswer(store, row.scope, row.key, row.status_code, row.response_body)),
     );
-    if (batch.rows.length === 0) break;
-    const updated = await store.pool.query(
-      `UPDATE idempotency_records r SET response_body = v.sealed, sealed = true
-         FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[]) AS v(scope, key, status, clear, sealed)
-        WHERE r.scope = v.scope AND r.key = v.key AND NOT r.sealed AND r.status_code = v.status
-          AND r.response_body = v.clear`,
-      [
-        batch.rows.map((row) => row.scope),
-        batch.rows.map((row) => row.key),
-        batch.rows.map((row) => row.status_code),
-        batch.rows.map((row) => row.response_body),
-        batch.rows.map((row) => sealAnswer(store, row.scope, row.key, row.status_code, row.response_body)),
-      ],
-    );
-    sealed += updated.rowCount ?? 0;
+    sealed += updated;
     // A short batch was the last; a batch that sealed nothing changed under us (the next run sees it).
-    if (batch.rows.length < batchSize || updated.rowCount === 0) break;
+    if (batch.length < batchSize || updated === 0) break;
   }
   return sealed;
 }
@@ -284,13 +250,9 @@ export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal)
 export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSignal): Promise<number> {
   let purged = 0;
   while (signal?.aborted !== true) {
-    const result = await db.query(
-      `DELETE FROM idempotency_records WHERE ctid IN (
-         SELECT ctid FROM idempotency_records WHERE created_at < now() - make_interval(hours => $1) LIMIT $2)`,
-      [idempotencyRetentionHours, batchSize],
-    );
-    purged += result.rowCount ?? 0;
-    if ((result.rowCount ?? 0) < batchSize) break;
+    const count = await purgeExpiredRecords(db, batchSize);
+    purged += count;
+    if (count < batchSize) break;
   }
   return purged;
 }

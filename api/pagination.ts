@@ -9,6 +9,7 @@ import { type Static, Type } from 'typebox';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
 import { isUuid } from '../core/ids.ts';
+import { keysetPage, type PageSource, type PageWindow } from '../core/rows.ts';
 
 export const ListQuery = Type.Object(
   {
@@ -74,43 +75,35 @@ export function decodeCursor(key: Uint8Array, list: string, owner: string, curso
   return { ts, id };
 }
 
-export interface PageRequest {
-  db: Queryable;
+/** A list page: the rows `read` finds in the window the cursor names (up to `limit + 1`), and the next cursor. */
+export interface PageRequest<Row> {
   key: Uint8Array;
   /** Names the list, so that one list's cursor is refused by another. */
   list: string;
   /** The application or workspace the list belongs to. */
   owner: string;
-  /** `SELECT <columns> FROM <table>`; the columns must include `id` and `created_at::text AS cursor_ts`. */
-  select: string;
-  /** Conditions over `$1..$n`. */
-  where: string;
-  params: unknown[];
   query: ListQuery;
-  /** The timestamp column the list is ordered by, newest first (default `created_at`; `cursor_ts` is its text). */
-  orderBy?: string;
+  /** The table module's list function (core/<domain>/), reading the window through `keysetPage`. */
+  read: (window: PageWindow) => Promise<Row[]>;
+}
+
+/** A list read through SQL given here: only until api/routes/calls.ts reads its list through core/calls/. */
+export interface SqlPageRequest extends Omit<PageRequest<never>, 'read'>, PageSource {
+  db: Queryable;
 }
 
 export async function listPage<Row extends { id: string; cursor_ts: string }>(
-  request: PageRequest,
+  request: PageRequest<Row> | SqlPageRequest,
 ): Promise<{ rows: Row[]; nextCursor: string | null }> {
-  const params = [...request.params];
-  let where = request.where;
-  const order = request.orderBy ?? 'created_at';
+  const window: PageWindow = { limit: request.query.limit };
   if (request.query.cursor !== undefined) {
-    const position = decodeCursor(request.key, request.list, request.owner, request.query.cursor);
-    params.push(position.ts, position.id);
-    where += ` AND (${order}, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`;
+    window.after = decodeCursor(request.key, request.list, request.owner, request.query.cursor);
   }
-  params.push(request.query.limit + 1);
-  const result = await request.db.query<Row>(
-    `${request.select} WHERE ${where} ORDER BY ${order} DESC, id DESC LIMIT $${params.length}`,
-    params,
-  );
-  const rows = result.rows.slice(0, request.query.limit);
+  const fetched = 'read' in request ? await request.read(window) : await keysetPage<Row>(request.db, request, window);
+  const rows = fetched.slice(0, request.query.limit);
   const last = rows[rows.length - 1];
   const nextCursor =
-    result.rows.length > request.query.limit && last !== undefined
+    fetched.length > request.query.limit && last !== undefined
       ? encodeCursor(request.key, request.list, request.owner, { ts: last.cursor_ts, id: last.id })
       : null;
   return { rows, nextCursor };

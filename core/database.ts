@@ -100,3 +100,12 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     client.release();
   }
 }
+
+/**
+ * Tries the session-level advisory lock `key` on `client` (leadership: held for as long as that connection lives);
+ * true when this session now holds it.
+ */
+export async function tryAdvisoryLock(client: pg.ClientBase, key: number | string): Promise<boolean> {
+  const taken = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [key]);
+  return taken.rows[0]?.ok === true;
+}

@@ -5,6 +5,7 @@
  */
 import { hkdfSync, randomBytes } from 'node:crypto';
 import type { Queryable } from './database.ts';
+import { storedSecret } from './identity/service-secrets.ts';
 
 export interface SigningKeys {
   tokens: Uint8Array;
@@ -21,12 +22,7 @@ export interface SigningKeys {
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
   if (configured !== undefined) return configured;
-  await db.query('INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [
-    'master',
-    randomBytes(32).toString('base64url'),
-  ]);
-  const result = await db.query<{ value: string }>('SELECT value FROM service_secrets WHERE name = $1', ['master']);
-  return (result.rows[0] as { value: string }).value;
+  return storedSecret(db, 'master', randomBytes(32).toString('base64url'));
 }
 
 function derive(secret: string, purpose: string): Uint8Array {

@@ -19,7 +19,7 @@ import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import { isUuid } from '../core/ids.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
 import { compileStrict } from '../core/validation.ts';
-import { workspaceOfApplication } from './resources.ts';
+import { workspaceOfApplication } from '../core/identity/workspaces.ts';
 
 interface AdmissionRequest {
   uid: string;

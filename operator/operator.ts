@@ -8,6 +8,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
+import { tryAdvisoryLock } from '../core/database.ts';
 import type { ResourceStore } from '../core/resources/store.ts';
 import type { Log } from '../core/log.ts';
 import { Controller } from './controller.ts';
@@ -57,8 +58,8 @@ export class DatabaseLeadership implements Leadership {
       client.on('end', () => dropped());
       try {
         await client.connect();
-        const taken = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [leaderLockKey]);
-        if (taken.rows[0]?.ok === true && !signal.aborted) {
+        const taken = await tryAdvisoryLock(client, leaderLockKey);
+        if (taken && !signal.aborted) {
           this.client = client;
           this.lost = lost.then(() => {
             if (this.client === client) this.client = undefined;

@@ -6,12 +6,14 @@
  */
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
+import { workspaceOfApplication } from '../core/identity/workspaces.ts';
 import { unknownMembers } from '../core/identity/members.ts';
 import { QueueSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
+import { deleteQueue, lockQueue, lockQueueOwner, recordQueue } from '../core/routing/queues.ts';
 import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import type { ReconcileResult } from './controller.ts';
-import { changedSince, recordIdOf, specCheck, workspaceOfApplication } from './resources.ts';
+import { changedSince, recordIdOf, specCheck } from './resources.ts';
 import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
 
 export const queueFinalizer = 'switchboard.dev/queue-in-use';
@@ -31,12 +33,8 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       const message = `no workspace ${spec.workspaceId} in ${spec.applicationId}`;
       return { ready: ready('False', 'WorkspaceNotFound', message), requeueAfterMs: 30_000 };
     }
-    const existing = await db.query<{ workspace_id: string }>(
-      'SELECT workspace_id FROM queues WHERE id = $1 FOR UPDATE',
-      [queueId],
-    );
+    const owner = await lockQueueOwner(db, queueId);
     if (await changedSince(store, resource, db)) return 'stale';
-    const owner = existing.rows[0]?.workspace_id;
     if (owner !== undefined && owner !== spec.workspaceId) {
       return { ready: ready('False', 'IdTaken', `queue ${queueId} belongs to another workspace`) };
     }
@@ -46,24 +44,22 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       const message = `not members of the workspace: ${unknown.join(', ')}`;
       return { ready: ready('False', 'UnknownMembers', message), requeueAfterMs: 30_000 };
     }
-    const written = await db.query(
-      `INSERT INTO queues (id, workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (id) DO UPDATE SET name = excluded.name, strategy = excluded.strategy,
-              wrap_up_secs = excluded.wrap_up_secs, member_ids = excluded.member_ids, updated_at = clock_timestamp()
-        WHERE (queues.name, queues.strategy, queues.wrap_up_secs, queues.member_ids)
-              IS DISTINCT FROM (excluded.name, excluded.strategy, excluded.wrap_up_secs, excluded.member_ids)`,
-      [queueId, spec.workspaceId, spec.name, spec.strategy, spec.wrapUpSecs, members],
-    );
-    return { ready: ready('True', 'Reconciled', 'the record matches the resource'), recorded: written.rowCount !== 0 };
+    const recorded = await recordQueue(db, queueId, spec.workspaceId, {
+      name: spec.name,
+      strategy: spec.strategy,
+      wrapUpSecs: spec.wrapUpSecs,
+      memberIds: members,
+    });
+    return { ready: ready('True', 'Reconciled', 'the record matches the resource'), recorded };
   });
 }
 
 /** Deletes the record of a deleted resource unless plans use it; the plans that do, otherwise. */
 async function remove(pool: pg.Pool, queueId: string): Promise<Array<{ id: string; name: string }>> {
   return inTransaction(pool, async (db) => {
-    await db.query('SELECT id FROM queues WHERE id = $1 FOR UPDATE', [queueId]);
+    await lockQueue(db, queueId);
     const plans = await plansUsing(db, 'queue', queueId);
-    if (plans.length === 0) await db.query('DELETE FROM queues WHERE id = $1', [queueId]);
+    if (plans.length === 0) await deleteQueue(db, queueId);
     return plans;
   });
 }

@@ -1,6 +1,6 @@
 /**
- * What every reconciler asks of a resource: the id of its record, whether its spec is one the API would take, whether
- * the workspace it names is the application's, and whether it changed while a reconcile waited for a lock.
+ * What every reconciler asks of a resource: the id of its record, whether its spec is one the API would take, and
+ * whether it changed while a reconcile waited for a lock.
  */
 import type { TSchema } from 'typebox';
 import type { Queryable } from '../core/database.ts';
@@ -20,15 +20,6 @@ export function recordIdOf(resource: Resource): string {
 export function specCheck(schema: TSchema): (spec: unknown) => string | undefined {
   const check = compileStrict(schema);
   return (spec) => (check(spec) ? undefined : describeValidationError('spec', check.errors ?? []));
-}
-
-/** Whether the workspace is one of the application's. */
-export async function workspaceOfApplication(db: Queryable, workspaceId: string, applicationId: string) {
-  const found = await db.query('SELECT 1 FROM workspaces WHERE id = $1 AND application_id = $2', [
-    workspaceId,
-    applicationId,
-  ]);
-  return found.rowCount !== 0;
 }
 
 /**

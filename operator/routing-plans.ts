@@ -9,14 +9,24 @@
  */
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
+import { workspaceOfApplication } from '../core/identity/workspaces.ts';
 import { Type } from 'typebox';
 import { RoutingPlanSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { workspaceFacts } from '../core/routing/facts.ts';
-import { insertVersion } from '../core/routing/plan-records.ts';
+import {
+  archiveUnlessAssigned,
+  insertVersion,
+  lockPlanRecord,
+  publishVersion,
+  recordPlan,
+  renamePlan,
+  setNewestVersion,
+  versionDefinition,
+} from '../core/routing/plans.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
 import type { ReconcileResult } from './controller.ts';
-import { changedSince, recordIdOf, specCheck, workspaceOfApplication } from './resources.ts';
+import { changedSince, recordIdOf, specCheck } from './resources.ts';
 import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
 
 export const planFinalizer = 'switchboard.dev/routing-plan-records';
@@ -25,16 +35,6 @@ export const planFinalizer = 'switchboard.dev/routing-plan-records';
 const checkSpec = specCheck(
   Type.Object({ ...RoutingPlanSpec.properties, definition: Type.Unknown() }, { additionalProperties: false }),
 );
-
-interface PlanRecord {
-  workspace_id: string;
-  name: string;
-  newest_version: number;
-  published_version: number | null;
-  archived_at: Date | null;
-  newest_matches: boolean;
-  assigned: number;
-}
 
 interface Outcome {
   conditions: ConditionInput[];
@@ -65,18 +65,6 @@ const condition = (
   message: string,
 ): ConditionInput => ({ type, status, reason, message });
 
-async function readRecord(db: pg.PoolClient, planId: string, definition: unknown): Promise<PlanRecord | undefined> {
-  const result = await db.query<PlanRecord>(
-    `SELECT p.workspace_id, p.name, p.newest_version, p.published_version, p.archived_at,
-            coalesce((SELECT v.definition::jsonb = $2::jsonb FROM routing_plan_versions v
-                       WHERE v.plan_id = p.id AND v.version = p.newest_version), false) AS newest_matches,
-            (SELECT count(*)::int FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assigned
-       FROM routing_plans p WHERE p.id = $1 FOR UPDATE`,
-    [planId, JSON.stringify(definition)],
-  );
-  return result.rows[0];
-}
-
 /** Stale: the resource changed while this pass waited for the plan's lock (the API writes both); the next pass runs. */
 const stale = Symbol('stale');
 
@@ -97,7 +85,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
         requeueAfterMs: 30_000,
       };
     }
-    let record = await readRecord(db, planId, spec.definition);
+    let record = await lockPlanRecord(db, planId, spec.definition);
     if (await changedSince(store, resource, db)) return stale;
     if (record !== undefined && (record.workspace_id !== spec.workspaceId || record.archived_at !== null)) {
       const why = record.archived_at !== null ? 'was archived' : 'belongs to another workspace';
@@ -120,20 +108,10 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
     );
     if (validation.valid && (record === undefined || !record.newest_matches)) {
       const version = (record?.newest_version ?? 0) + 1;
-      if (record === undefined) {
-        await db.query(`INSERT INTO routing_plans (id, workspace_id, name, newest_version) VALUES ($1, $2, $3, 1)`, [
-          planId,
-          spec.workspaceId,
-          spec.name,
-        ]);
-      } else {
-        await db.query('UPDATE routing_plans SET newest_version = $2, updated_at = clock_timestamp() WHERE id = $1', [
-          planId,
-          version,
-        ]);
-      }
+      if (record === undefined) await recordPlan(db, planId, spec.workspaceId, spec.name);
+      else await setNewestVersion(db, planId, version);
       await insertVersion(db, planId, version, spec.definition, references);
-      record = await readRecord(db, planId, spec.definition);
+      record = await lockPlanRecord(db, planId, spec.definition);
     }
     if (record === undefined) {
       // Invalid before anything was recorded: nothing to publish, nothing for calls to run.
@@ -149,12 +127,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
         ...(awaitsRecords(validation.issues) ? { requeueAfterMs: missingRecordRecheckMs } : {}),
       };
     }
-    if (record.name !== spec.name) {
-      await db.query('UPDATE routing_plans SET name = $2, updated_at = clock_timestamp() WHERE id = $1', [
-        planId,
-        spec.name,
-      ]);
-    }
+    if (record.name !== spec.name) await renamePlan(db, planId, spec.name);
 
     // Publishing: the version the spec names, or (publish: true) the newest, once it is this valid definition.
     const wanted =
@@ -165,21 +138,13 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
           : record.published_version;
     let publishIssue: string | undefined;
     if (wanted !== null && wanted !== record.published_version) {
-      const chosen = await db.query<{ definition: unknown }>(
-        'SELECT definition FROM routing_plan_versions WHERE plan_id = $1 AND version = $2',
-        [planId, wanted],
-      );
-      const definition = chosen.rows[0]?.definition;
+      const definition = await versionDefinition(db, planId, wanted);
       const check =
         definition === undefined
           ? undefined
           : validateDefinition(definition, await workspaceFacts(db, spec.workspaceId, referencesOf(definition), true));
       if (check?.valid === true) {
-        await db.query(
-          `UPDATE routing_plans SET published_version = $2, published_at = clock_timestamp(),
-                                    updated_at = clock_timestamp() WHERE id = $1`,
-          [planId, wanted],
-        );
+        await publishVersion(db, planId, wanted);
         record.published_version = wanted;
       } else {
         publishIssue =
@@ -213,20 +178,7 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
 
 /** Archives the plan of a deleted resource; false while numbers are assigned to it. */
 async function archive(pool: pg.Pool, planId: string): Promise<boolean> {
-  return inTransaction(pool, async (db) => {
-    const record = await db.query<{ assigned: number }>(
-      `SELECT (SELECT count(*)::int FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assigned
-         FROM routing_plans p WHERE p.id = $1 FOR UPDATE`,
-      [planId],
-    );
-    const row = record.rows[0];
-    if (row === undefined) return true;
-    if (row.assigned > 0) return false;
-    await db.query('UPDATE routing_plans SET archived_at = coalesce(archived_at, clock_timestamp()) WHERE id = $1', [
-      planId,
-    ]);
-    return true;
-  });
+  return inTransaction(pool, (db) => archiveUnlessAssigned(db, planId));
 }
 
 /**

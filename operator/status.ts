@@ -1,44 +1,16 @@
 /**
- * Status conditions as Kubernetes writes them (metav1.Condition): each with the generation it describes, and a
- * `lastTransitionTime` that moves only when its status changes. A status equal to the stored one is not written
- * again, so a reconcile that changes nothing causes no watch event and no loop.
+ * The operator's status writes. Conditions are built by core/resources/conditions.ts (each with the generation it
+ * describes, and a `lastTransitionTime` that moves only when its status changes), the same function the REST API
+ * uses. A status equal to the stored one is not written again, so a reconcile that changes nothing causes no watch
+ * event and no loop.
  */
 import { isDeepStrictEqual } from 'node:util';
+import { type Condition, type ConditionInput, conditions } from '../core/resources/conditions.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 
-export interface ConditionInput {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-}
-
-export interface Condition extends ConditionInput {
-  observedGeneration: number;
-  lastTransitionTime: string;
-}
+export { type Condition, type ConditionInput, conditions };
 
 export const operatorFieldManager = 'switchboard-operator';
-
-export function conditions(
-  previous: unknown,
-  next: readonly ConditionInput[],
-  generation: number,
-  now: Date,
-): Condition[] {
-  const before = new Map(
-    (Array.isArray(previous) ? (previous as Condition[]) : []).map((condition) => [condition.type, condition]),
-  );
-  return next.map((condition) => {
-    const old = before.get(condition.type);
-    return {
-      ...condition,
-      observedGeneration: generation,
-      lastTransitionTime:
-        old !== undefined && old.status === condition.status ? old.lastTransitionTime : now.toISOString(),
-    };
-  });
-}
 
 /** Writes `status` unless the resource already has it. */
 export async function writeStatus(

@@ -13,7 +13,13 @@ import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { sealSecret } from '../core/sealing.ts';
 import { newSigningSecret } from '../core/webhooks/secrets.ts';
 import { checkWebhookUrl } from '../core/webhooks/url.ts';
-import { maxEndpointsPerApplication, roomForEndpoint } from '../core/webhooks/limits.ts';
+import {
+  deleteEndpointRecord,
+  lockEndpointOwner,
+  maxEndpointsPerApplication,
+  recordEndpoint,
+  roomForEndpoint,
+} from '../core/webhooks/endpoints.ts';
 import type { ReconcileResult } from './controller.ts';
 import { changedSince, recordIdOf, specCheck } from './resources.ts';
 import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
@@ -57,12 +63,8 @@ async function converge(
     }
   }
   return inTransaction(pool, async (db) => {
-    const existing = await db.query<{ application_id: string }>(
-      'SELECT application_id FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
-      [endpointId],
-    );
+    const owner = await lockEndpointOwner(db, endpointId);
     if (await changedSince(store, resource, db)) return 'stale';
-    const owner = existing.rows[0]?.application_id;
     if (owner !== undefined && owner !== spec.applicationId) {
       return ready('False', 'IdTaken', `endpoint ${endpointId} belongs to another application`);
     }
@@ -72,26 +74,19 @@ async function converge(
       return ready('False', 'LimitExceeded', `the application has ${maxEndpointsPerApplication} endpoints already`);
     }
     const sealed = sealSecret(settings.secretsKey, secret ?? newSigningSecret());
-    await db.query(
-      `INSERT INTO webhook_endpoints (id, application_id, url, event_types, enabled, description, secret)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (id) DO UPDATE SET url = excluded.url, event_types = excluded.event_types,
-              enabled = excluded.enabled, description = excluded.description, updated_at = clock_timestamp(),
-              secret = CASE WHEN $8 THEN excluded.secret ELSE webhook_endpoints.secret END
-        WHERE (webhook_endpoints.url, webhook_endpoints.event_types, webhook_endpoints.enabled,
-               webhook_endpoints.description) IS DISTINCT FROM
-              (excluded.url, excluded.event_types, excluded.enabled, excluded.description) OR $8`,
-      [
-        endpointId,
-        spec.applicationId,
-        url.url,
-        spec.eventTypes ?? null,
-        spec.enabled ?? true,
-        spec.description ?? null,
-        sealed,
-        // A secret from a Secret replaces the stored one (a rotation done in the Secret); a generated one never does.
-        secret !== undefined,
-      ],
+    await recordEndpoint(
+      db,
+      endpointId,
+      spec.applicationId,
+      {
+        url: url.url,
+        eventTypes: spec.eventTypes ?? null,
+        enabled: spec.enabled ?? true,
+        description: spec.description ?? null,
+        secret: sealed,
+      },
+      // A secret from a Secret replaces the stored one (a rotation done in the Secret); a generated one never does.
+      secret !== undefined,
     );
     return ready('True', 'Reconciled', 'the record matches the resource');
   });
@@ -107,10 +102,7 @@ export function webhookEndpointReconciler(
     if (resource === undefined) return;
     if (resource.metadata.deletionTimestamp !== undefined) {
       if (!resource.metadata.finalizers.includes(endpointFinalizer)) return;
-      await pool.query('DELETE FROM webhook_endpoints WHERE id = $1 AND application_id = $2', [
-        recordIdOf(resource),
-        (resource.spec as WebhookEndpointSpec).applicationId,
-      ]);
+      await deleteEndpointRecord(pool, recordIdOf(resource), (resource.spec as WebhookEndpointSpec).applicationId);
       await keepFinalizer(store, resource, endpointFinalizer, false);
       return;
     }

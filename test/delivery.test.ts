@@ -18,7 +18,7 @@ import { describeAddress, isPublicAddress } from '../core/webhooks/address.ts';
 import type { Clock } from '../core/clock.ts';
 import { Dispatcher, type DispatcherOptions } from '../engine/delivery/dispatcher.ts';
 import { retryDelayMs, parkAfterMs } from '../engine/delivery/backoff.ts';
-import { type ClaimedLane, claimLanes, releaseLane } from '../engine/delivery/lanes.ts';
+import { type ClaimedLane, claimLanes, releaseLane } from '../core/webhooks/deliveries.ts';
 import { switchboardArgs } from './helpers/cli.ts';
 import { freePort } from './helpers/free-port.ts';
 import { type Received, Receiver } from './helpers/webhook-receiver.ts';

@@ -6,11 +6,18 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 
+import {
+  aiAgentById,
+  type AgentRow,
+  createAiAgent,
+  deleteAiAgent,
+  listAiAgents,
+  updateAiAgent,
+} from '../../core/routing/ai-agents.ts';
 import { aiProviders } from '../../core/routing/definition.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { sealSecret } from '../../core/sealing.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -49,25 +56,6 @@ export const AiAgent = Type.Object({
   updatedAt: DateTime,
 });
 
-interface AgentRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  provider: string;
-  connection: Record<string, unknown>;
-  api_key: string | null;
-  minute_cap: number | null;
-  seconds_used: string;
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-}
-
-const columns = `id, workspace_id, name, provider, connection, api_key, minute_cap, seconds_used, created_at, updated_at,
-  created_at::text AS cursor_ts`;
-
-const agentTable = { table: 'ai_agents', columns, name: 'AI agent' };
-
 function agentJson(row: AgentRow) {
   return {
     id: row.id,
@@ -104,19 +92,14 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body } = context;
-      const result = await context.db.query<AgentRow>(
-        `INSERT INTO ai_agents (workspace_id, name, provider, connection, api_key, minute_cap)
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${columns}`,
-        [
-          workspace.id,
-          body.name,
-          body.provider,
-          JSON.stringify(body.connection),
-          seal(body.apiKey) ?? null,
-          body.minuteCap ?? null,
-        ],
-      );
-      return { status: 201, body: agentJson(result.rows[0] as AgentRow) };
+      const row = await createAiAgent(context.db, workspace.id, {
+        name: body.name,
+        provider: body.provider,
+        connection: body.connection,
+        apiKey: seal(body.apiKey) ?? null,
+        minuteCap: body.minuteCap ?? null,
+      });
+      return { status: 201, body: agentJson(row) };
     },
   });
 
@@ -125,14 +108,11 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<AgentRow>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'ai-agents',
         owner: workspace.id,
-        select: `SELECT ${columns} FROM ai_agents`,
-        where: 'workspace_id = $1',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listAiAgents(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(agentJson), nextCursor: page.nextCursor } };
     },
@@ -142,7 +122,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: AiAgent } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceRow<AgentRow>(context.db, agentTable, context.params.id as string, workspace.id);
+      const row = await aiAgentById(context.db, workspace.id, context.params.id as string);
       return { status: 200, body: agentJson(row) };
     },
   });
@@ -165,25 +145,19 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const current = await workspaceRow<AgentRow>(db, agentTable, context.params.id as string, workspace.id, true);
+      const current = await aiAgentById(db, workspace.id, context.params.id as string, true);
       // A plan's ai_answer step names the provider too: changing it under a plan that uses the agent would break it.
       if (body.provider !== undefined && body.provider !== current.provider) {
         await refuseWhenUsed(db, 'AI agent', current.id);
       }
-      const result = await db.query<AgentRow>(
-        `UPDATE ai_agents SET name = $2, provider = $3, connection = $4, api_key = $5, minute_cap = $6,
-                updated_at = clock_timestamp()
-          WHERE id = $1 RETURNING ${columns}`,
-        [
-          current.id,
-          body.name ?? current.name,
-          body.provider ?? current.provider,
-          JSON.stringify(body.connection ?? current.connection),
-          body.apiKey === undefined ? current.api_key : seal(body.apiKey),
-          body.minuteCap === undefined ? current.minute_cap : body.minuteCap,
-        ],
-      );
-      return { status: 200, body: agentJson(result.rows[0] as AgentRow) };
+      const row = await updateAiAgent(db, current.id, {
+        name: body.name ?? current.name,
+        provider: body.provider ?? current.provider,
+        connection: body.connection ?? current.connection,
+        apiKey: body.apiKey === undefined ? current.api_key : (seal(body.apiKey) as string | null),
+        minuteCap: body.minuteCap === undefined ? current.minute_cap : body.minuteCap,
+      });
+      return { status: 200, body: agentJson(row) };
     },
   });
 
@@ -193,9 +167,9 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const row = await workspaceRow<AgentRow>(db, agentTable, context.params.id as string, workspace.id, true);
+      const row = await aiAgentById(db, workspace.id, context.params.id as string, true);
       await refuseWhenUsed(db, 'AI agent', row.id);
-      await db.query('DELETE FROM ai_agents WHERE id = $1', [row.id]);
+      await deleteAiAgent(db, row.id);
       return { status: 200, body: agentJson(row) };
     },
   });

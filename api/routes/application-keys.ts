@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { announce, credentialChannel } from '../../core/change-notices.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
-import { issueKey, type KeyRow, keyColumns, keyJson } from '../../core/identity/applications.ts';
+import { issueKey, type KeyRow, keyJson, keyScopes, listKeys, revokeKey } from '../../core/identity/applications.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
@@ -66,14 +66,11 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
     schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(ApplicationKey) }) } },
     handler: async ({ db, query, principal }) => {
       const page = await listPage<KeyRow & { cursor_ts: string }>({
-        db,
         key: services.keys.cursors,
         list: 'application-keys',
         owner: principal.applicationId as string,
-        select: `SELECT ${keyColumns} FROM api_keys`,
-        where: 'application_id = $1',
-        params: [principal.applicationId],
         query,
+        read: (window) => listKeys(db, principal.applicationId as string, window),
       });
       return { status: 200, body: { data: page.rows.map(keyJson), nextCursor: page.nextCursor } };
     },
@@ -102,20 +99,11 @@ export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
         throw new ApiError('invalid_request', `body.revokeAt must be within ${maxOverlapDays} days`);
       }
       // A key's scopes never change, so the check and the update need no lock between them.
-      const target = await db.query<{ scopes: string[] }>(
-        'SELECT scopes FROM api_keys WHERE id = $1 AND application_id = $2',
-        [params.id, principal.applicationId],
-      );
-      const scopes = target.rows[0]?.scopes;
+      const scopes = await keyScopes(db, principal.applicationId as string, params.id);
       if (scopes === undefined) throw notFound('key');
       // Revoking takes a key's power away from whoever uses it: only a credential holding all of it may do that.
       requireHeldScopes(scopes, principal.scopes, 'revoking this key');
-      const result = await db.query<KeyRow>(
-        `UPDATE api_keys SET revoked_at = LEAST(coalesce(revoked_at, 'infinity'), greatest($3::timestamptz, now()))
-          WHERE id = $1 AND application_id = $2 RETURNING ${keyColumns}`,
-        [params.id, principal.applicationId, at.toISOString()],
-      );
-      const row = result.rows[0] as KeyRow;
+      const row = await revokeKey(db, principal.applicationId as string, params.id, at);
       // Every process drops the key from its cache when this commits: this one before it answers, the others on
       // the change notice PostgreSQL delivers at commit.
       await announce(db, credentialChannel, row.id);

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
+import { readLog, resumeTxOf } from '../../core/events/log.ts';
 import { isEventType } from '../../core/events/types.ts';
 import { isUuid } from '../../core/ids.ts';
 import { openCursor, sealCursor } from '../pagination.ts';
@@ -61,13 +62,9 @@ export function eventRoutes(app: FastifyInstance, services: Services) {
         const after = query.after as string;
         if (isUuid(after)) {
           // Resume where that event committed: from the oldest transaction still running when it was written.
-          const found = await db.query<{ resume_tx: string }>(
-            'SELECT resume_tx::text FROM events WHERE id = $1 AND application_id = $2',
-            [after, applicationId],
-          );
-          const row = found.rows[0];
-          if (row === undefined) throw invalidCursor();
-          from = { tx: row.resume_tx, index: '0' };
+          const resumeTx = await resumeTxOf(db, after, applicationId);
+          if (resumeTx === undefined) throw invalidCursor();
+          from = { tx: resumeTx, index: '0' };
         } else {
           const [list, owner, tx, index] = openCursor(services.keys.cursors, after, 4) ?? [];
           if (list !== 'events' || owner !== applicationId || !digits.test(tx ?? '') || !digits.test(index ?? '')) {
@@ -77,27 +74,20 @@ export function eventRoutes(app: FastifyInstance, services: Services) {
         }
       }
 
-      const result = await db.query<{ horizon: string; tx: string | null; log_index: string | null; payload: string }>(
-        `WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
-         SELECT horizon.xmin::text AS horizon, page.tx, page.log_index, page.payload
-           FROM horizon LEFT JOIN LATERAL (
-             SELECT tx_id::text AS tx, log_index, payload FROM events
-              WHERE application_id = $1
-                AND (tx_id, log_index) > ($2::xid8, $3::bigint)
-                AND tx_id < horizon.xmin
-                AND ($4::uuid IS NULL OR workspace_id = $4)
-                AND ($5::text[] IS NULL OR type = ANY ($5))
-              ORDER BY tx_id, log_index
-              LIMIT $6) page ON true`,
-        [applicationId, from.tx, from.index, workspace?.id ?? null, types, query.limit + 1],
-      );
-      const rows = result.rows.filter((row) => row.tx !== null);
+      const found = await readLog(db, {
+        applicationId,
+        from,
+        workspaceId: workspace?.id ?? null,
+        types,
+        limit: query.limit + 1,
+      });
+      const rows = found.filter((row) => row.tx !== null);
       const hasMore = rows.length > query.limit;
       const page = rows.slice(0, query.limit);
       const last = page[page.length - 1];
       // A full page ends at its last event; otherwise everything below the horizon has been seen, and the next
       // poll starts there.
-      const horizon = (result.rows[0] as { horizon: string }).horizon;
+      const horizon = (found[0] as { horizon: string }).horizon;
       let next: Position;
       if (hasMore && last !== undefined) next = { tx: last.tx as string, index: last.log_index as string };
       else next = BigInt(horizon) > BigInt(from.tx) ? { tx: horizon, index: '0' } : from;

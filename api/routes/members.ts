@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { notFound } from '../../core/errors.ts';
-import { type MemberRow, memberColumns, memberJson } from '../../core/identity/members.ts';
+import { listMembers, memberById, type MemberRow, memberJson } from '../../core/identity/members.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
@@ -22,14 +22,11 @@ export function memberRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<MemberRow & { cursor_ts: string }>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'members',
         owner: workspace.id,
-        select: `SELECT ${memberColumns} FROM members`,
-        where: 'workspace_id = $1',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listMembers(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(memberJson), nextCursor: page.nextCursor } };
     },
@@ -39,11 +36,7 @@ export function memberRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: Member } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<MemberRow>(
-        `SELECT ${memberColumns} FROM members WHERE id = $1 AND workspace_id = $2`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
+      const row = await memberById(context.db, workspace.id, context.params.id);
       if (row === undefined) throw notFound('member');
       return { status: 200, body: memberJson(row) };
     },

@@ -7,9 +7,20 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
 import { EmergencyAddressSchema, emergencyAddressProblems } from '../../core/numbers/emergency-address.ts';
-import { capabilities, type NumberRow, numberColumns, numberJson, numberUpdated } from '../../core/numbers/numbers.ts';
+import {
+  capabilities,
+  claimNumber,
+  listNumbers,
+  numberById,
+  numberJson,
+  type NumberRow,
+  type NumberSearch,
+  numberUpdated,
+  releaseNumber,
+  searchInventory,
+  updateNumber,
+} from '../../core/numbers/numbers.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
-import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -62,8 +73,6 @@ const SearchQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const numberTable = { table: 'phone_numbers', columns: numberColumns, name: 'number' };
-
 export function numberRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'searchAvailableNumbers', {
     schemas: {
@@ -73,38 +82,27 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
       },
     },
     handler: async ({ db, query }) => {
-      const params: unknown[] = [];
-      const where = ['workspace_id IS NULL'];
-      const add = (condition: (n: number) => string, value: unknown) => {
-        params.push(value);
-        where.push(condition(params.length));
-      };
-      if (query.region !== undefined) add((n) => `region = $${n}`, query.region);
-      if (query.areaCode !== undefined) add((n) => `starts_with(national_number, $${n})`, query.areaCode);
-      if (query.contains !== undefined) add((n) => `strpos(e164, $${n}) > 0`, query.contains);
-      if (query.capabilities !== undefined) {
-        add((n) => `capabilities @> $${n}::text[]`, [...new Set(String(query.capabilities).split(','))]);
-      }
+      const search: NumberSearch = { limit: query.limit };
+      if (query.region !== undefined) search.region = query.region;
+      if (query.areaCode !== undefined) search.areaCode = query.areaCode;
+      if (query.contains !== undefined) search.contains = query.contains;
+      if (query.capabilities !== undefined) search.capabilities = [...new Set(String(query.capabilities).split(','))];
       if (query.cursor !== undefined) {
         const after = openCursor(services.keys.cursors, query.cursor, 2);
         if (after === undefined || after[0] !== 'available-numbers') {
           throw new ApiError('invalid_cursor', 'cursor is not one this search handed out');
         }
-        add((n) => `e164 > $${n}`, after[1]);
+        search.after = after[1];
       }
-      params.push(query.limit + 1);
-      const result = await db.query<NumberRow>(
-        `SELECT ${numberColumns} FROM phone_numbers WHERE ${where.join(' AND ')} ORDER BY e164 LIMIT $${params.length}`,
-        params,
-      );
-      const rows = result.rows.slice(0, query.limit);
+      const found = await searchInventory(db, search);
+      const rows = found.slice(0, query.limit);
       const last = rows[rows.length - 1];
       return {
         status: 200,
         body: {
           data: rows.map((row) => ({ e164: row.e164, region: row.region, capabilities: row.capabilities })),
           nextCursor:
-            result.rows.length > query.limit && last !== undefined
+            found.length > query.limit && last !== undefined
               ? sealCursor(services.keys.cursors, ['available-numbers', last.e164])
               : null,
         },
@@ -125,13 +123,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<NumberRow>(
-        `UPDATE phone_numbers SET workspace_id = $2, name = $3, claimed_at = clock_timestamp(),
-                updated_at = clock_timestamp()
-          WHERE e164 = $1 AND workspace_id IS NULL RETURNING ${numberColumns}`,
-        [context.body.e164, workspace.id, context.body.name ?? null],
-      );
-      const row = result.rows[0];
+      const row = await claimNumber(context.db, workspace.id, context.body.e164, context.body.name ?? null);
       if (row === undefined) {
         throw new ApiError('number_unavailable', `${context.body.e164} is not in the inventory or is already taken`);
       }
@@ -145,15 +137,11 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<NumberRow & { cursor_ts: string }>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'numbers',
         owner: workspace.id,
-        select: `SELECT ${numberColumns}, claimed_at::text AS cursor_ts FROM phone_numbers`,
-        where: 'workspace_id = $1',
-        params: [workspace.id],
         query: context.query,
-        orderBy: 'claimed_at',
+        read: (window) => listNumbers(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(numberJson), nextCursor: page.nextCursor } };
     },
@@ -163,7 +151,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: PhoneNumber } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceRow<NumberRow>(context.db, numberTable, context.params.id as string, workspace.id);
+      const row = await numberById(context.db, workspace.id, context.params.id as string);
       return { status: 200, body: numberJson(row) };
     },
   });
@@ -195,13 +183,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body } = context;
-      const current = await workspaceRow<NumberRow>(
-        context.db,
-        numberTable,
-        context.params.id as string,
-        workspace.id,
-        true,
-      );
+      const current = await numberById(context.db, workspace.id, context.params.id as string, true);
       if (body.emergencyAddress) {
         const problems = emergencyAddressProblems(body.emergencyAddress, current.region);
         if (problems.length > 0) {
@@ -233,21 +215,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
       }
       if (next.routingPlanId !== current.routing_plan_id) changes.push('routingPlanId');
       if (changes.length === 0) return { status: 200, body: numberJson(current) };
-      const result = await context.db.query<NumberRow>(
-        `UPDATE phone_numbers SET name = $2, voice_lane = $3, texting_campaign_id = $4, emergency_address = $5,
-                routing_plan_id = $6, assigned_at = CASE WHEN $6::uuid IS NULL THEN NULL ELSE assigned_at END,
-                updated_at = clock_timestamp()
-          WHERE id = $1 RETURNING ${numberColumns}`,
-        [
-          current.id,
-          next.name,
-          next.voiceLane,
-          next.campaignId,
-          next.emergencyAddress === null ? null : JSON.stringify(next.emergencyAddress),
-          next.routingPlanId,
-        ],
-      );
-      const row = result.rows[0] as NumberRow;
+      const row = await updateNumber(context.db, current.id, next);
       await numberUpdated(context.db, workspace, row, changes);
       return { status: 200, body: numberJson(row) };
     },
@@ -262,13 +230,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const current = await workspaceRow<NumberRow>(
-        context.db,
-        numberTable,
-        context.params.id as string,
-        workspace.id,
-        true,
-      );
+      const current = await numberById(context.db, workspace.id, context.params.id as string, true);
       if (current.routing_plan_id !== null) {
         throw new ApiError(
           'in_use',
@@ -277,13 +239,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
         );
       }
       // Back to the inventory as it came: nothing of this workspace stays on it.
-      const result = await context.db.query<NumberRow>(
-        `UPDATE phone_numbers SET workspace_id = NULL, name = NULL, voice_lane = 'service', texting_campaign_id = NULL,
-                emergency_address = NULL, claimed_at = NULL, updated_at = clock_timestamp()
-          WHERE id = $1 RETURNING ${numberColumns}`,
-        [current.id],
-      );
-      const row = result.rows[0] as NumberRow;
+      const row = await releaseNumber(context.db, current.id);
       await numberUpdated(context.db, workspace, row, ['released']);
       return { status: 200, body: numberJson(row) };
     },

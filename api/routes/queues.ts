@@ -8,12 +8,19 @@ import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { unknownMembers } from '../../core/identity/members.ts';
+import {
+  createQueue,
+  deleteQueue,
+  listQueues,
+  queueById,
+  type QueueRow,
+  updateQueue,
+} from '../../core/routing/queues.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { QueueMembers, QueueName, type QueueSpec, QueueStrategy, WrapUpSecs } from '../../core/resources/kinds.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { apiResources } from '../resources.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -32,23 +39,6 @@ export const Queue = Type.Object({
   createdAt: DateTime,
   updatedAt: DateTime,
 });
-
-interface QueueRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  strategy: string;
-  wrap_up_secs: number;
-  member_ids: string[];
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-}
-
-const columns =
-  'id, workspace_id, name, strategy, wrap_up_secs, member_ids, created_at, updated_at, created_at::text AS cursor_ts';
-
-const queueTable = { table: 'queues', columns, name: 'queue' };
 
 function queueJson(row: QueueRow) {
   return {
@@ -109,12 +99,12 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
       const members = await checkMembers(db, workspace.id, body.members ?? []);
-      const result = await db.query<QueueRow>(
-        `INSERT INTO queues (workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5)
-         RETURNING ${columns}`,
-        [workspace.id, body.name, body.strategy ?? 'longest_idle', body.wrapUpSecs ?? 0, members],
-      );
-      const row = result.rows[0] as QueueRow;
+      const row = await createQueue(db, workspace.id, {
+        name: body.name,
+        strategy: body.strategy ?? 'longest_idle',
+        wrapUpSecs: body.wrapUpSecs ?? 0,
+        memberIds: members,
+      });
       await writeResource(context, workspace, row);
       return { status: 201, body: queueJson(row) };
     },
@@ -125,14 +115,11 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<QueueRow>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'queues',
         owner: workspace.id,
-        select: `SELECT ${columns} FROM queues`,
-        where: 'workspace_id = $1',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listQueues(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(queueJson), nextCursor: page.nextCursor } };
     },
@@ -142,7 +129,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: Queue } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceRow<QueueRow>(context.db, queueTable, context.params.id as string, workspace.id);
+      const row = await queueById(context.db, workspace.id, context.params.id as string);
       return { status: 200, body: queueJson(row) };
     },
   });
@@ -165,14 +152,12 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
       const members = body.members === undefined ? null : await checkMembers(db, workspace.id, body.members);
-      const result = await db.query<QueueRow>(
-        `UPDATE queues SET name = coalesce($3, name), strategy = coalesce($4, strategy),
-                wrap_up_secs = coalesce($5, wrap_up_secs), member_ids = coalesce($6, member_ids),
-                updated_at = clock_timestamp()
-          WHERE id = $1 AND workspace_id = $2 RETURNING ${columns}`,
-        [context.params.id, workspace.id, body.name ?? null, body.strategy ?? null, body.wrapUpSecs ?? null, members],
-      );
-      const row = result.rows[0];
+      const row = await updateQueue(db, workspace.id, context.params.id as string, {
+        name: body.name ?? null,
+        strategy: body.strategy ?? null,
+        wrapUpSecs: body.wrapUpSecs ?? null,
+        memberIds: members,
+      });
       if (row === undefined) throw notFound('queue');
       await writeResource(context, workspace, row);
       return { status: 200, body: queueJson(row) };
@@ -186,9 +171,9 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { db } = context;
       // Lock first, then look for users: a save or publish holding it share-locked has committed by now.
-      const row = await workspaceRow<QueueRow>(db, queueTable, context.params.id as string, workspace.id, true);
+      const row = await queueById(db, workspace.id, context.params.id as string, true);
       await refuseWhenUsed(db, 'queue', row.id);
-      await db.query('DELETE FROM queues WHERE id = $1', [row.id]);
+      await deleteQueue(db, row.id);
       await apiResources(services, db).delete('Queue', row.id);
       return { status: 200, body: queueJson(row) };
     },

@@ -10,10 +10,24 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
-import { type NumberRow, numberColumns, numberUpdated } from '../../core/numbers/numbers.ts';
+import { assignNumber, lockWorkspaceNumber, numberUpdated } from '../../core/numbers/numbers.ts';
+import { type ConditionInput, conditions } from '../../core/resources/conditions.ts';
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
-import { insertVersion } from '../../core/routing/plan-records.ts';
+import {
+  archivePlan,
+  createPlan,
+  insertVersion,
+  listPlans,
+  listVersions,
+  lockPlan,
+  nextVersion,
+  planVersion,
+  type PlanRow,
+  publishVersion,
+  readPlan,
+  renamePlan,
+} from '../../core/routing/plans.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../../core/routing/validate.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { apiResources } from '../resources.ts';
@@ -62,31 +76,6 @@ const Version = Type.Object({
   createdAt: DateTime,
 });
 
-interface PlanRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  newest_version: number;
-  published_version: number | null;
-  published_at: Date | null;
-  archived_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-  definition: unknown;
-  assignments: { phoneNumberId: string; e164: string; assignedAt: string }[];
-}
-
-const planColumns = `p.id, p.workspace_id, p.name, p.newest_version, p.published_version, p.published_at, p.archived_at,
-  p.created_at, p.updated_at, p.created_at::text AS cursor_ts,
-  (SELECT v.definition FROM routing_plan_versions v WHERE v.plan_id = p.id AND v.version = p.newest_version)
-    AS definition,
-  (SELECT coalesce(json_agg(json_build_object('phoneNumberId', n.id, 'e164', n.e164,
-                                              'assignedAt', to_char(n.assigned_at AT TIME ZONE 'UTC',
-                                                                    'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-                            ORDER BY n.e164), '[]')
-     FROM phone_numbers n WHERE n.routing_plan_id = p.id) AS assignments`;
-
 function planJson(row: PlanRow) {
   return {
     id: row.id,
@@ -101,25 +90,6 @@ function planJson(row: PlanRow) {
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
-}
-
-async function readPlan(db: Queryable, id: string, workspaceId: string): Promise<PlanRow> {
-  const result = await db.query<PlanRow>(
-    `SELECT ${planColumns} FROM routing_plans p WHERE p.id = $1 AND p.workspace_id = $2 AND p.archived_at IS NULL`,
-    [id, workspaceId],
-  );
-  const row = result.rows[0];
-  if (row === undefined) throw notFound('routing plan');
-  return row;
-}
-
-/** Locks the plan row for the rest of the transaction (saves, publishes, assignments and archiving serialize). */
-async function lockPlan(db: Queryable, id: string, workspaceId: string): Promise<void> {
-  const result = await db.query(
-    'SELECT id FROM routing_plans WHERE id = $1 AND workspace_id = $2 AND archived_at IS NULL FOR UPDATE',
-    [id, workspaceId],
-  );
-  if (result.rowCount === 0) throw notFound('routing plan');
 }
 
 /** Validates against the workspace with the things it names share-locked; 422 `invalid_plan` when invalid. */
@@ -152,28 +122,30 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, p
     },
     { applicationId: workspace.applicationId, workspaceId: workspace.id },
   );
-  const now = new Date().toISOString();
   const generation = resource.metadata.generation;
-  const condition = (type: string, ok: boolean, reason: string, message: string) => ({
+  const condition = (type: string, ok: boolean, reason: string, message: string): ConditionInput => ({
     type,
     status: ok ? 'True' : 'False',
     reason,
     message,
-    observedGeneration: generation,
-    lastTransitionTime: now,
   });
   await resources.updateStatus('RoutingPlan', plan.id, {
     observedGeneration: generation,
     newestVersion: plan.newest_version,
     publishedVersion: plan.published_version,
     issues: [],
-    conditions: [
-      condition('Valid', true, 'Validated', 'the newest definition is valid'),
-      plan.published_version === null
-        ? condition('Published', false, 'Draft', 'no version is published')
-        : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
-      condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
-    ],
+    conditions: conditions(
+      resource.status.conditions,
+      [
+        condition('Valid', true, 'Validated', 'the newest definition is valid'),
+        plan.published_version === null
+          ? condition('Published', false, 'Draft', 'no version is published')
+          : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
+        condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
+      ],
+      generation,
+      new Date(),
+    ),
   });
   return plan;
 }
@@ -209,12 +181,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       const { db, body } = context;
       const references = await checkForSave(db, workspace.id, body.definition);
       const publish = body.publish === true;
-      const inserted = await db.query<{ id: string }>(
-        `INSERT INTO routing_plans (workspace_id, name, newest_version, published_version, published_at)
-         VALUES ($1, $2, 1, $3, CASE WHEN $3::integer IS NULL THEN NULL ELSE clock_timestamp() END) RETURNING id`,
-        [workspace.id, body.name, publish ? 1 : null],
-      );
-      const planId = (inserted.rows[0] as { id: string }).id;
+      const planId = await createPlan(db, workspace.id, body.name, publish);
       await insertVersion(db, planId, 1, body.definition, references);
       const plan = await writeResource(context, workspace, planId);
       return { status: 201, body: planJson(plan) };
@@ -226,14 +193,11 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<PlanRow>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'routing-plans',
         owner: workspace.id,
-        select: `SELECT ${planColumns} FROM routing_plans p`,
-        where: 'p.workspace_id = $1 AND p.archived_at IS NULL',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listPlans(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(planJson), nextCursor: page.nextCursor } };
     },
@@ -266,25 +230,9 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       await lockPlan(db, planId, workspace.id);
       if (body.definition !== undefined) {
         const references = await checkForSave(db, workspace.id, body.definition);
-        const next = await db.query<{ newest_version: number }>(
-          `UPDATE routing_plans SET newest_version = newest_version + 1, updated_at = clock_timestamp()
-            WHERE id = $1 RETURNING newest_version`,
-          [planId],
-        );
-        await insertVersion(
-          db,
-          planId,
-          (next.rows[0] as { newest_version: number }).newest_version,
-          body.definition,
-          references,
-        );
+        await insertVersion(db, planId, await nextVersion(db, planId), body.definition, references);
       }
-      if (body.name !== undefined) {
-        await db.query('UPDATE routing_plans SET name = $2, updated_at = clock_timestamp() WHERE id = $1', [
-          planId,
-          body.name,
-        ]);
-      }
+      if (body.name !== undefined) await renamePlan(db, planId, body.name);
       const plan = await writeResource(context, workspace, planId);
       return { status: 200, body: planJson(plan) };
     },
@@ -310,20 +258,11 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       const { db, body } = context;
       const planId = context.params.id as string;
       await lockPlan(db, planId, workspace.id);
-      const chosen = await db.query<{ version: number; definition: unknown }>(
-        `SELECT v.version, v.definition FROM routing_plan_versions v JOIN routing_plans p ON p.id = v.plan_id
-          WHERE v.plan_id = $1 AND v.version = coalesce($2::integer, p.newest_version)`,
-        [planId, body.version ?? null],
-      );
-      const version = chosen.rows[0];
+      const version = await planVersion(db, planId, body.version ?? null);
       if (version === undefined) throw notFound(`version ${body.version} of this routing plan`);
       // Re-checked now: a queue, schedule, agent, member or policy it relies on may have changed since the save.
       await checkForSave(db, workspace.id, version.definition);
-      await db.query(
-        `UPDATE routing_plans SET published_version = $2, published_at = clock_timestamp(), updated_at = clock_timestamp()
-          WHERE id = $1`,
-        [planId, version.version],
-      );
+      await publishVersion(db, planId, version.version);
       const plan = await writeResource(context, workspace, planId);
       return { status: 200, body: planJson(plan) };
     },
@@ -344,11 +283,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       if (plan.published_version === null) {
         throw new ApiError('not_published', 'publish a version of this routing plan before assigning it');
       }
-      const locked = await db.query<NumberRow>(
-        `SELECT ${numberColumns} FROM phone_numbers WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-        [body.phoneNumberId, workspace.id],
-      );
-      const number = locked.rows[0];
+      const number = await lockWorkspaceNumber(db, workspace.id, body.phoneNumberId);
       if (number === undefined) throw notFound('number');
       if (number.voice_lane !== 'service') {
         throw new ApiError(
@@ -358,12 +293,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       }
       let row = number;
       if (number.routing_plan_id !== planId) {
-        const updated = await db.query<NumberRow>(
-          `UPDATE phone_numbers SET routing_plan_id = $2, assigned_at = clock_timestamp(), updated_at = clock_timestamp()
-            WHERE id = $1 RETURNING ${numberColumns}`,
-          [number.id, planId],
-        );
-        row = updated.rows[0] as NumberRow;
+        row = await assignNumber(db, number.id, planId);
         await numberUpdated(db, workspace, row, ['routingPlanId']);
       }
       return {
@@ -398,12 +328,8 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
         }
         before = Number(position[2]);
       }
-      const result = await context.db.query<{ version: number; definition: unknown; created_at: Date }>(
-        `SELECT version, definition, created_at FROM routing_plan_versions
-          WHERE plan_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`,
-        [planId, before, context.query.limit + 1],
-      );
-      const rows = result.rows.slice(0, context.query.limit);
+      const fetched = await listVersions(context.db, planId, before, context.query.limit);
+      const rows = fetched.slice(0, context.query.limit);
       const last = rows[rows.length - 1];
       return {
         status: 200,
@@ -415,7 +341,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
             createdAt: row.created_at.toISOString(),
           })),
           nextCursor:
-            result.rows.length > context.query.limit && last !== undefined
+            fetched.length > context.query.limit && last !== undefined
               ? sealCursor(services.keys.cursors, ['plan-versions', planId, String(last.version)])
               : null,
         },
@@ -443,10 +369,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
           { extra: { phoneNumberIds: plan.assignments.map((a) => a.phoneNumberId) } },
         );
       }
-      await db.query(
-        'UPDATE routing_plans SET archived_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1',
-        [planId],
-      );
+      await archivePlan(db, planId);
       await apiResources(services, db).delete('RoutingPlan', planId);
       return { status: 200, body: planJson(plan) };
     },

@@ -15,9 +15,16 @@ import {
   ScheduleTimezone,
   WeeklyRange,
 } from '../../core/routing/schedule.ts';
+import {
+  createSchedule,
+  deleteSchedule,
+  listSchedules,
+  scheduleById,
+  type ScheduleRow,
+  updateSchedule,
+} from '../../core/routing/schedules.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { workspaceRow } from '../workspace-rows.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
@@ -40,23 +47,6 @@ export const Schedule = Type.Object({
   createdAt: DateTime,
   updatedAt: DateTime,
 });
-
-interface ScheduleRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  timezone: string;
-  weekly_hours: ScheduleHours['weeklyHours'];
-  exceptions: ScheduleHours['exceptions'];
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-}
-
-const columns = `id, workspace_id, name, timezone, weekly_hours, exceptions, created_at, updated_at,
-  created_at::text AS cursor_ts`;
-
-const scheduleTable = { table: 'schedules', columns, name: 'schedule' };
 
 function scheduleJson(row: ScheduleRow, at = new Date()) {
   const hours = { timezone: row.timezone, weeklyHours: row.weekly_hours, exceptions: row.exceptions };
@@ -107,12 +97,8 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
         exceptions: body.exceptions ?? [],
       };
       checkHours(hours);
-      const result = await context.db.query<ScheduleRow>(
-        `INSERT INTO schedules (workspace_id, name, timezone, weekly_hours, exceptions) VALUES ($1, $2, $3, $4, $5)
-         RETURNING ${columns}`,
-        [workspace.id, body.name, hours.timezone, JSON.stringify(hours.weeklyHours), JSON.stringify(hours.exceptions)],
-      );
-      return { status: 201, body: scheduleJson(result.rows[0] as ScheduleRow) };
+      const row = await createSchedule(context.db, workspace.id, body.name, hours);
+      return { status: 201, body: scheduleJson(row) };
     },
   });
 
@@ -121,14 +107,11 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<ScheduleRow>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'schedules',
         owner: workspace.id,
-        select: `SELECT ${columns} FROM schedules`,
-        where: 'workspace_id = $1',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listSchedules(context.db, workspace.id, window),
       });
       const now = new Date();
       return {
@@ -149,7 +132,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceRow<ScheduleRow>(context.db, scheduleTable, context.params.id as string, workspace.id);
+      const row = await scheduleById(context.db, workspace.id, context.params.id as string);
       const at = context.query.at === undefined ? new Date() : new Date(context.query.at);
       // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
       if (Number.isNaN(at.getTime())) {
@@ -176,32 +159,15 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const current = await workspaceRow<ScheduleRow>(
-        db,
-        scheduleTable,
-        context.params.id as string,
-        workspace.id,
-        true,
-      );
+      const current = await scheduleById(db, workspace.id, context.params.id as string, true);
       const hours: ScheduleHours = {
         timezone: body.timezone ?? current.timezone,
         weeklyHours: body.weeklyHours ?? current.weekly_hours,
         exceptions: body.exceptions ?? current.exceptions,
       };
       checkHours(hours);
-      const result = await db.query<ScheduleRow>(
-        `UPDATE schedules SET name = $2, timezone = $3, weekly_hours = $4, exceptions = $5,
-                updated_at = clock_timestamp()
-          WHERE id = $1 RETURNING ${columns}`,
-        [
-          current.id,
-          body.name ?? current.name,
-          hours.timezone,
-          JSON.stringify(hours.weeklyHours),
-          JSON.stringify(hours.exceptions),
-        ],
-      );
-      return { status: 200, body: scheduleJson(result.rows[0] as ScheduleRow) };
+      const row = await updateSchedule(db, current.id, body.name ?? current.name, hours);
+      return { status: 200, body: scheduleJson(row) };
     },
   });
 
@@ -211,9 +177,9 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const row = await workspaceRow<ScheduleRow>(db, scheduleTable, context.params.id as string, workspace.id, true);
+      const row = await scheduleById(db, workspace.id, context.params.id as string, true);
       await refuseWhenUsed(db, 'schedule', row.id);
-      await db.query('DELETE FROM schedules WHERE id = $1', [row.id]);
+      await deleteSchedule(db, row.id);
       return { status: 200, body: scheduleJson(row) };
     },
   });

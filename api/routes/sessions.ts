@@ -6,6 +6,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
+import { memberByEmail } from '../../core/identity/members.ts';
+import { workspaceAndUser } from '../../core/identity/workspaces.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, ScopeList, Uuid } from '../schemas.ts';
@@ -57,13 +59,12 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async ({ db, body, principal }) => {
       const scopes = grantableScopes(body.scopes, principal.scopes);
-      const found = await db.query<{ workspace_id: string; user_id: string | null }>(
-        `SELECT w.id AS workspace_id, u.id AS user_id FROM workspaces w
-           LEFT JOIN app_users u ON u.workspace_id = w.id AND u.external_user_id = $3 AND u.removed_at IS NULL
-          WHERE w.application_id = $1 AND w.external_workspace_id = $2`,
-        [principal.applicationId, body.externalWorkspaceId, body.externalUserId],
+      const row = await workspaceAndUser(
+        db,
+        principal.applicationId as string,
+        body.externalWorkspaceId,
+        body.externalUserId,
       );
-      const row = found.rows[0];
       if (row === undefined) throw new ApiError('not_found', `workspace "${body.externalWorkspaceId}" not found`);
       if (row.user_id === null) throw new ApiError('not_found', `user "${body.externalUserId}" not found`);
       return session(services.keys.tokens, {
@@ -91,11 +92,7 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       const ref = requireWorkspace(context);
       // One issuer serves every application, and the same email may be a member in several of them: the member is
       // looked up in the workspace the login names (so within its application) and nowhere else.
-      const found = await db.query<{ id: string; scopes: string[] }>(
-        'SELECT id, scopes FROM members WHERE workspace_id = $1 AND lower(email) = lower($2)',
-        [ref.id, login.email],
-      );
-      const member = found.rows[0];
+      const member = await memberByEmail(db, ref.id, login.email);
       if (member === undefined) throw new ApiError('forbidden', 'this login is not a member of that workspace');
       const scopes = grantableScopes(body.scopes, new Set(member.scopes)) as Scope[];
       return session(services.keys.tokens, {

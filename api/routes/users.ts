@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError, notFound } from '../../core/errors.ts';
+import { createUser, listUsers, removeUser, userById, type UserRow } from '../../core/identity/users.ts';
 import { e164Pattern } from '../../core/ids.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
@@ -16,20 +17,6 @@ export const User = Type.Object({
   createdAt: DateTime,
   removedAt: Type.Union([DateTime, Type.Null()]),
 });
-
-interface UserRow {
-  id: string;
-  workspace_id: string;
-  external_user_id: string;
-  display_name: string;
-  cell: string | null;
-  created_at: Date;
-  removed_at: Date | null;
-  cursor_ts: string;
-}
-
-const columns =
-  'id, workspace_id, external_user_id, display_name, cell, created_at, removed_at, created_at::text AS cursor_ts';
 
 function userJson(row: UserRow) {
   return {
@@ -59,12 +46,11 @@ export function userRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const { db, body } = context;
       const workspace = requireWorkspace(context);
-      const result = await db.query<UserRow>(
-        `INSERT INTO app_users (workspace_id, external_user_id, display_name, cell) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (workspace_id, external_user_id) WHERE removed_at IS NULL DO NOTHING RETURNING ${columns}`,
-        [workspace.id, body.externalUserId, body.displayName, body.cell ?? null],
-      );
-      const row = result.rows[0];
+      const row = await createUser(db, workspace.id, {
+        externalUserId: body.externalUserId,
+        displayName: body.displayName,
+        cell: body.cell ?? null,
+      });
       if (row === undefined) {
         throw new ApiError('already_exists', `a user with externalUserId "${body.externalUserId}" exists`);
       }
@@ -77,14 +63,11 @@ export function userRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const page = await listPage<UserRow>({
-        db: context.db,
         key: services.keys.cursors,
         list: 'users',
         owner: workspace.id,
-        select: `SELECT ${columns} FROM app_users`,
-        where: 'workspace_id = $1 AND removed_at IS NULL',
-        params: [workspace.id],
         query: context.query,
+        read: (window) => listUsers(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(userJson), nextCursor: page.nextCursor } };
     },
@@ -94,11 +77,7 @@ export function userRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: User } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const result = await context.db.query<UserRow>(
-        `SELECT ${columns} FROM app_users WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
+      const row = await userById(context.db, workspace.id, context.params.id);
       if (row === undefined) throw notFound('user');
       return { status: 200, body: userJson(row) };
     },
@@ -111,12 +90,7 @@ export function userRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       // No new tokens from now on (minting checks the user); tokens already issued live to their expiry.
-      const result = await context.db.query<UserRow>(
-        `UPDATE app_users SET removed_at = clock_timestamp()
-          WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL RETURNING ${columns}`,
-        [context.params.id, workspace.id],
-      );
-      const row = result.rows[0];
+      const row = await removeUser(context.db, workspace.id, context.params.id);
       if (row === undefined) throw notFound('user');
       return { status: 200, body: userJson(row) };
     },

@@ -3,6 +3,13 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { issueKey, keyJson } from '../../core/identity/applications.ts';
+import {
+  createWorkspace,
+  listWorkspaces,
+  updateWorkspace,
+  workspaceRecord,
+  type WorkspaceRow,
+} from '../../core/identity/workspaces.ts';
 import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
@@ -46,21 +53,6 @@ export const Workspace = Type.Object({
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const Timezone = Type.String({ minLength: 1, maxLength: 100, description: 'IANA time zone, e.g. Europe/Paris' });
-
-interface WorkspaceRow {
-  id: string;
-  external_workspace_id: string;
-  name: string;
-  timezone: string;
-  destination_policy: typeof defaultPolicy;
-  limits: typeof defaultLimits;
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-}
-
-const columns =
-  'id, external_workspace_id, name, timezone, destination_policy, limits, created_at, updated_at, created_at::text AS cursor_ts';
 
 function workspaceJson(row: WorkspaceRow) {
   return {
@@ -107,20 +99,13 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async ({ db, body, principal }) => {
       const timezone = canonicalTimezone('body.timezone', body.timezone);
-      const result = await db.query<WorkspaceRow>(
-        `INSERT INTO workspaces (application_id, external_workspace_id, name, timezone, destination_policy, limits)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (application_id, external_workspace_id) DO NOTHING RETURNING ${columns}`,
-        [
-          principal.applicationId,
-          body.externalWorkspaceId,
-          body.name,
-          timezone,
-          body.destinationPolicy ?? defaultPolicy,
-          body.limits ?? defaultLimits,
-        ],
-      );
-      const row = result.rows[0];
+      const row = await createWorkspace(db, principal.applicationId as string, {
+        externalWorkspaceId: body.externalWorkspaceId,
+        name: body.name,
+        timezone,
+        destinationPolicy: body.destinationPolicy ?? defaultPolicy,
+        limits: body.limits ?? defaultLimits,
+      });
       if (row === undefined) {
         throw new ApiError(
           'already_exists',
@@ -135,14 +120,11 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
     schemas: { querystring: ListQuery, response: { 200: Type.Object({ data: Type.Array(Workspace) }) } },
     handler: async ({ db, query, principal }) => {
       const page = await listPage<WorkspaceRow>({
-        db,
         key: services.keys.cursors,
         list: 'workspaces',
         owner: principal.applicationId as string,
-        select: `SELECT ${columns} FROM workspaces`,
-        where: 'application_id = $1',
-        params: [principal.applicationId],
         query,
+        read: (window) => listWorkspaces(db, principal.applicationId as string, window),
       });
       return { status: 200, body: { data: page.rows.map(workspaceJson), nextCursor: page.nextCursor } };
     },
@@ -151,12 +133,7 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'getWorkspace', {
     schemas: { params: IdParams, response: { 200: Workspace } },
     handler: async ({ db, workspace }) => {
-      const result = await db.query<WorkspaceRow>({
-        name: 'switchboard-get-workspace',
-        text: `SELECT ${columns} FROM workspaces WHERE id = $1`,
-        values: [workspace?.id],
-      });
-      const row = result.rows[0];
+      const row = await workspaceRecord(db, workspace?.id);
       if (row === undefined) throw notFound('workspace');
       return { status: 200, body: workspaceJson(row) };
     },
@@ -178,17 +155,12 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async ({ db, body, workspace }) => {
       const timezone = body.timezone === undefined ? null : canonicalTimezone('body.timezone', body.timezone);
-      const result = await db.query<WorkspaceRow>(
-        `UPDATE workspaces SET
-           name = coalesce($2, name),
-           timezone = coalesce($3, timezone),
-           destination_policy = destination_policy || $4::jsonb,
-           limits = limits || $5::jsonb,
-           updated_at = clock_timestamp()
-         WHERE id = $1 RETURNING ${columns}`,
-        [workspace?.id, body.name ?? null, timezone, body.destinationPolicy ?? {}, body.limits ?? {}],
-      );
-      const row = result.rows[0];
+      const row = await updateWorkspace(db, workspace?.id, {
+        name: body.name ?? null,
+        timezone,
+        destinationPolicy: body.destinationPolicy ?? {},
+        limits: body.limits ?? {},
+      });
       if (row === undefined) throw notFound('workspace');
       return { status: 200, body: workspaceJson(row) };
     },

@@ -1,5 +1,9 @@
-/** Applications and their keys: shared by the admin commands and the API (operations 3-5, 10). */
+/**
+ * The `applications` and `api_keys` tables: applications and their keys, shared by the admin commands and the API
+ * (operations 3-5, 10), and looked up by the API's authentication.
+ */
 import type { Queryable } from '../database.ts';
+import { keysetPage, type PageWindow } from '../rows.ts';
 import type { Scope } from '../scopes.ts';
 import { newCredential } from './secrets.ts';
 
@@ -76,4 +80,76 @@ export async function resetLegacySecret(db: Queryable, applicationId: string): P
   const credential = newCredential('application_secret');
   await db.query('UPDATE applications SET legacy_secret_hash = $2 WHERE id = $1', [applicationId, credential.hash]);
   return credential.secret;
+}
+
+/** Whether the application's legacy secret has this hash. */
+export async function legacySecretMatches(db: Queryable, applicationId: string, hash: Buffer): Promise<boolean> {
+  const result = await db.query('SELECT 1 FROM applications WHERE id = $1 AND legacy_secret_hash = $2', [
+    applicationId,
+    hash,
+  ]);
+  return result.rowCount === 1;
+}
+
+export function listKeys(
+  db: Queryable,
+  applicationId: string,
+  window: PageWindow,
+): Promise<(KeyRow & { cursor_ts: string })[]> {
+  return keysetPage<KeyRow & { cursor_ts: string }>(
+    db,
+    { select: `SELECT ${keyColumns} FROM api_keys`, where: 'application_id = $1', params: [applicationId] },
+    window,
+  );
+}
+
+/** The scopes of the application's key `id`, if it has it. */
+export async function keyScopes(db: Queryable, applicationId: string, id: unknown): Promise<string[] | undefined> {
+  const target = await db.query<{ scopes: string[] }>(
+    'SELECT scopes FROM api_keys WHERE id = $1 AND application_id = $2',
+    [id, applicationId],
+  );
+  return target.rows[0]?.scopes;
+}
+
+/** Revokes the key at `at` (not before now; never later than an earlier revocation). */
+export async function revokeKey(db: Queryable, applicationId: string, id: unknown, at: Date): Promise<KeyRow> {
+  const result = await db.query<KeyRow>(
+    `UPDATE api_keys SET revoked_at = LEAST(coalesce(revoked_at, 'infinity'), greatest($3::timestamptz, now()))
+          WHERE id = $1 AND application_id = $2 RETURNING ${keyColumns}`,
+    [id, applicationId, at.toISOString()],
+  );
+  return result.rows[0] as KeyRow;
+}
+
+/** What authentication needs of a key. */
+export interface KeyRecord {
+  id: string;
+  application_id: string;
+  workspace_id: string | null;
+  scopes: string[];
+  revoked_at: Date | null;
+}
+
+export async function keyByHash(db: Queryable, hash: Buffer): Promise<KeyRecord | undefined> {
+  const result = await db.query<KeyRecord>({
+    name: 'switchboard-key-by-hash',
+    text: 'SELECT id, application_id, workspace_id, scopes, revoked_at FROM api_keys WHERE key_hash = $1',
+    values: [hash],
+  });
+  return result.rows[0];
+}
+
+/** Records that the key was used now (`lastUsedAt`). */
+export async function noteKeyUse(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE api_keys SET last_used_at = now() WHERE id = $1', [id]);
+}
+
+/**
+ * Locks the application's row until commit (FOR NO KEY UPDATE: other writers' foreign-key checks stay unblocked);
+ * false when there is no such application.
+ */
+export async function lockApplication(db: Queryable, applicationId: string): Promise<boolean> {
+  const application = await db.query('SELECT 1 FROM applications WHERE id = $1 FOR NO KEY UPDATE', [applicationId]);
+  return application.rowCount !== 0;
 }

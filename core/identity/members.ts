@@ -1,6 +1,11 @@
-/** Members: the service's own users in a workspace, created by an admin command and listed by operations 15-16. */
+/**
+ * The `members` table: the service's own users in a workspace, created by an admin command, listed by operations
+ * 15-16, and found by their login's email for a member session.
+ */
 import type { Queryable } from '../database.ts';
+import { keysetPage, type PageWindow } from '../rows.ts';
 import type { Scope } from '../scopes.ts';
+import { workspaceExists } from './workspaces.ts';
 
 export interface MemberRow {
   id: string;
@@ -33,8 +38,7 @@ export async function createMember(
   input: { workspaceId: string; email: string; name?: string; scopes: readonly Scope[] },
 ): Promise<MemberRow> {
   if (!emailRegex.test(input.email)) throw new MemberInputError(`"${input.email}" is not an email address`);
-  const workspace = await db.query('SELECT 1 FROM workspaces WHERE id = $1', [input.workspaceId]);
-  if (workspace.rowCount === 0) throw new MemberInputError(`no workspace ${input.workspaceId}`);
+  if (!(await workspaceExists(db, input.workspaceId))) throw new MemberInputError(`no workspace ${input.workspaceId}`);
   try {
     const result = await db.query<MemberRow>(
       `INSERT INTO members (workspace_id, email, name, scopes) VALUES ($1, $2, $3, $4) RETURNING ${memberColumns}`,
@@ -57,4 +61,50 @@ export async function unknownMembers(db: Queryable, workspaceId: string, ids: re
   );
   const known = new Set(found.rows.map((row) => row.id));
   return ids.filter((id) => !known.has(id));
+}
+
+export function listMembers(
+  db: Queryable,
+  workspaceId: string,
+  window: PageWindow,
+): Promise<(MemberRow & { cursor_ts: string })[]> {
+  return keysetPage<MemberRow & { cursor_ts: string }>(
+    db,
+    { select: `SELECT ${memberColumns} FROM members`, where: 'workspace_id = $1', params: [workspaceId] },
+    window,
+  );
+}
+
+export async function memberById(db: Queryable, workspaceId: string, id: unknown): Promise<MemberRow | undefined> {
+  const result = await db.query<MemberRow>(`SELECT ${memberColumns} FROM members WHERE id = $1 AND workspace_id = $2`, [
+    id,
+    workspaceId,
+  ]);
+  return result.rows[0];
+}
+
+/** The workspace's member with this email (in any case), for a member session. */
+export async function memberByEmail(
+  db: Queryable,
+  workspaceId: string,
+  email: string,
+): Promise<{ id: string; scopes: string[] } | undefined> {
+  const found = await db.query<{ id: string; scopes: string[] }>(
+    'SELECT id, scopes FROM members WHERE workspace_id = $1 AND lower(email) = lower($2)',
+    [workspaceId, email],
+  );
+  return found.rows[0];
+}
+
+/** Of `ids` (UUIDs), the workspace's members (routing plans' checks). */
+export async function memberIdsIn(
+  db: Queryable,
+  workspaceId: string,
+  ids: readonly string[],
+): Promise<{ id: string }[]> {
+  const members = await db.query<{ id: string }>(
+    'SELECT id FROM members WHERE workspace_id = $1 AND id = ANY ($2::uuid[])',
+    [workspaceId, ids],
+  );
+  return members.rows;
 }

@@ -8,6 +8,7 @@ import type { Queryable } from '../database.ts';
 import type { RoutingPlanDefinition } from '../routing/definition.ts';
 import { appendEvent } from '../events/outbox.ts';
 import { e164Pattern } from '../ids.ts';
+import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
 
 export const capabilities = ['voice', 'sms', 'mms'] as const;
 export type Capability = (typeof capabilities)[number];
@@ -101,6 +102,141 @@ export async function numberUpdated(
       },
     },
   });
+}
+
+/** What a search of the inventory asks for; `after` is the last number of the page before. */
+export interface NumberSearch {
+  region?: string;
+  areaCode?: string;
+  contains?: string;
+  capabilities?: string[];
+  after?: string;
+  limit: number;
+}
+
+/** Numbers of the inventory (claimed by no workspace) in E.164 order: up to `limit + 1`. */
+export async function searchInventory(db: Queryable, search: NumberSearch): Promise<NumberRow[]> {
+  const params: unknown[] = [];
+  const where = ['workspace_id IS NULL'];
+  const add = (condition: (n: number) => string, value: unknown) => {
+    params.push(value);
+    where.push(condition(params.length));
+  };
+  if (search.region !== undefined) add((n) => `region = $${n}`, search.region);
+  if (search.areaCode !== undefined) add((n) => `starts_with(national_number, $${n})`, search.areaCode);
+  if (search.contains !== undefined) add((n) => `strpos(e164, $${n}) > 0`, search.contains);
+  if (search.capabilities !== undefined) add((n) => `capabilities @> $${n}::text[]`, search.capabilities);
+  if (search.after !== undefined) add((n) => `e164 > $${n}`, search.after);
+  params.push(search.limit + 1);
+  const result = await db.query<NumberRow>(
+    `SELECT ${numberColumns} FROM phone_numbers WHERE ${where.join(' AND ')} ORDER BY e164 LIMIT $${params.length}`,
+    params,
+  );
+  return result.rows;
+}
+
+/** Takes a number of the inventory into the workspace; undefined when it is not there or already taken. */
+export async function claimNumber(
+  db: Queryable,
+  workspaceId: string,
+  e164: string,
+  name: string | null,
+): Promise<NumberRow | undefined> {
+  const result = await db.query<NumberRow>(
+    `UPDATE phone_numbers SET workspace_id = $2, name = $3, claimed_at = clock_timestamp(),
+                updated_at = clock_timestamp()
+          WHERE e164 = $1 AND workspace_id IS NULL RETURNING ${numberColumns}`,
+    [e164, workspaceId, name],
+  );
+  return result.rows[0];
+}
+
+/** The workspace's numbers, newest claim first. */
+export function listNumbers(
+  db: Queryable,
+  workspaceId: string,
+  window: PageWindow,
+): Promise<(NumberRow & { cursor_ts: string })[]> {
+  return keysetPage<NumberRow & { cursor_ts: string }>(
+    db,
+    {
+      select: `SELECT ${numberColumns}, claimed_at::text AS cursor_ts FROM phone_numbers`,
+      where: 'workspace_id = $1',
+      params: [workspaceId],
+      orderBy: 'claimed_at',
+    },
+    window,
+  );
+}
+
+const numberTable = { table: 'phone_numbers', columns: numberColumns, name: 'number' };
+
+/** The workspace's number, or 404; with `lock`, locked until commit (FOR UPDATE). */
+export function numberById(db: Queryable, workspaceId: string, id: string, lock = false): Promise<NumberRow> {
+  return workspaceRow<NumberRow>(db, numberTable, id, workspaceId, lock);
+}
+
+/** Writes what a workspace may change of its number (unassigning the plan clears `assigned_at`). */
+export async function updateNumber(
+  db: Queryable,
+  id: string,
+  next: {
+    name: string | null;
+    voiceLane: NumberRow['voice_lane'];
+    campaignId: string | null;
+    emergencyAddress: EmergencyAddress | null;
+    routingPlanId: string | null;
+  },
+): Promise<NumberRow> {
+  const result = await db.query<NumberRow>(
+    `UPDATE phone_numbers SET name = $2, voice_lane = $3, texting_campaign_id = $4, emergency_address = $5,
+                routing_plan_id = $6, assigned_at = CASE WHEN $6::uuid IS NULL THEN NULL ELSE assigned_at END,
+                updated_at = clock_timestamp()
+          WHERE id = $1 RETURNING ${numberColumns}`,
+    [
+      id,
+      next.name,
+      next.voiceLane,
+      next.campaignId,
+      next.emergencyAddress === null ? null : JSON.stringify(next.emergencyAddress),
+      next.routingPlanId,
+    ],
+  );
+  return result.rows[0] as NumberRow;
+}
+
+/** Back to the inventory as it came: nothing of the workspace stays on it. */
+export async function releaseNumber(db: Queryable, id: string): Promise<NumberRow> {
+  const result = await db.query<NumberRow>(
+    `UPDATE phone_numbers SET workspace_id = NULL, name = NULL, voice_lane = 'service', texting_campaign_id = NULL,
+                emergency_address = NULL, claimed_at = NULL, updated_at = clock_timestamp()
+          WHERE id = $1 RETURNING ${numberColumns}`,
+    [id],
+  );
+  return result.rows[0] as NumberRow;
+}
+
+/** The workspace's number, locked until commit (FOR UPDATE), if it has it. */
+export async function lockWorkspaceNumber(
+  db: Queryable,
+  workspaceId: string,
+  id: string,
+): Promise<NumberRow | undefined> {
+  const locked = await db.query<NumberRow>(
+    `SELECT ${numberColumns} FROM phone_numbers WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
+    [id, workspaceId],
+  );
+  return locked.rows[0];
+}
+
+/** Assigns the number to a routing plan (calls to it run the plan's published version). */
+export async function assignNumber(db: Queryable, id: string, planId: string): Promise<NumberRow> {
+  const updated = await db.query<NumberRow>(
+    `UPDATE phone_numbers SET routing_plan_id = $2, assigned_at = clock_timestamp(), updated_at = clock_timestamp()
+            WHERE id = $1 RETURNING ${numberColumns}`,
+    [id, planId],
+  );
+  return updated.rows[0] as NumberRow;
 }
 
 const phoneNumbers = libphonenumber.PhoneNumberUtil.getInstance();

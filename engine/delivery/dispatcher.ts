@@ -8,6 +8,11 @@
  * It claims when a transaction that appended events commits (LISTEN on the outbox's channel), when one of its own
  * retries comes due (a timer), when an attempt ends (room for another), and on a slow poll that also picks up the
  * lanes of a dispatcher that died (their leases run out) and retries scheduled by other processes.
+ *
+ * About 440 lines, on purpose: the claim loop, its wake-ups, the concurrency cap and the shutdown share the state of
+ * one class (in-flight attempts, timers, the listening connection), and their ordering is what keeps a lane to one
+ * attempt at a time; its SQL is in core/webhooks/deliveries.ts, one attempt in attempt.ts, batched releases in
+ * releases.ts.
  */
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -25,13 +30,11 @@ import {
   type ClaimedLane,
   type HeadEvent,
   claimLanes,
-  fallAsleep,
-  forgetSleepingDispatchers,
   laneCounts,
   recordFailure,
-  stayAwake,
   sweepIdleLanes,
-} from './lanes.ts';
+} from '../../core/webhooks/deliveries.ts';
+import { fallAsleep, forgetSleepingDispatchers, stayAwake } from '../../core/webhooks/dispatchers.ts';
 import { DeliveryMetrics } from './metrics.ts';
 import { ReleaseBatcher } from './releases.ts';
 

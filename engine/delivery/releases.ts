@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.ts';
-import { type ClaimedLane, type Release, releaseLane, releaseLanes } from './lanes.ts';
+import { type ClaimedLane, type Release, releaseLane, releaseLanes } from '../../core/webhooks/deliveries.ts';
 
 const maxBatch = 200;
 

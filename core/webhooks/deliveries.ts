@@ -1,12 +1,13 @@
 /**
- * The delivery state in PostgreSQL (core/migrations/0002_events.sql): claiming due lanes under a lease and writing
- * the outcome of an attempt back. Every time is a parameter (the dispatcher's clock), never the database's now().
+ * The `webhook_deliveries` and `webhook_lanes` tables, the delivery state in PostgreSQL (core/migrations/0002_events.sql;
+ * appendEvent in core/events/outbox.ts queues new events): claiming due lanes under a lease and writing the outcome
+ * of an attempt back (the dispatcher, engine/delivery/), and queueing events again (a replay, the REST API). Every time is a parameter (the dispatcher's clock), never the database's now().
  *
  * While a dispatcher holds a lane, the lane's next_attempt_at is its lease's end: a dispatcher that dies leaves the
  * lane to come due again when the lease runs out, and appendEvent (which only fills in a null next_attempt_at) leaves
  * a held lane alone.
  */
-import type { Queryable } from '../../core/database.ts';
+import type { Queryable } from '../database.ts';
 
 export interface HeadEvent {
   eventId: string;
@@ -314,24 +315,80 @@ export async function sweepIdleLanes(db: Queryable, idleBefore: Date, limit = 10
 }
 
 /**
- * Promises, until `ms` from now by the database's clock, that the dispatcher `owner` claims due lanes at least every
- * 25 ms: appends committing meanwhile skip their NOTIFY (core/events/outbox.ts).
+ * A parked-lanes replay: the endpoint's parked lanes (of `streamKey` only, when given) are resumed, due now, with
+ * their failure count and parking clock reset. Counts the lanes resumed and the deliveries waiting in them.
  */
-export async function stayAwake(db: Queryable, owner: string, ms: number): Promise<void> {
-  await db.query({
-    name: 'switchboard-dispatcher-awake',
-    text: `INSERT INTO webhook_dispatchers (owner, awake_until) VALUES ($1, now() + $2 * interval '1 millisecond')
-           ON CONFLICT (owner) DO UPDATE SET awake_until = excluded.awake_until`,
-    values: [owner, ms],
-  });
+export async function resumeParkedLanes(
+  db: Queryable,
+  endpointId: string,
+  streamKey: string | null,
+): Promise<{ queued: string; lanes: string }> {
+  const result = await db.query<{ queued: string; lanes: string }>(
+    `WITH resumed AS (
+             UPDATE webhook_lanes SET parked_at = NULL, attempts = 0, head_first_attempt_at = NULL,
+                                      next_attempt_at = now()
+              WHERE endpoint_id = $1 AND parked_at IS NOT NULL AND ($2::text IS NULL OR stream_key = $2)
+             RETURNING stream_key)
+           SELECT (SELECT count(*) FROM resumed) AS lanes,
+                  (SELECT count(*) FROM webhook_deliveries
+                    WHERE endpoint_id = $1 AND stream_key IN (SELECT stream_key FROM resumed)) AS queued`,
+    [endpointId, streamKey],
+  );
+  return result.rows[0] as { queued: string; lanes: string };
 }
 
-/** The dispatcher `owner` sleeps (it is closing): appends notify again, unless another is awake. */
-export async function fallAsleep(db: Queryable, owner: string): Promise<void> {
-  await db.query('DELETE FROM webhook_dispatchers WHERE owner = $1', [owner]);
-}
+/**
+ * Lane upsert of a replay: the lane of each stream becomes due. A lane waiting out a backoff keeps its time; a
+ * parked lane is un-parked, due now, with its failure count and parking clock reset.
+ */
+const laneUpsert = `
+  INSERT INTO webhook_lanes (endpoint_id, stream_key, next_attempt_at)
+  SELECT DISTINCT $1::uuid, stream_key, now() FROM selected
+  ON CONFLICT (endpoint_id, stream_key) DO UPDATE SET
+    next_attempt_at = CASE WHEN webhook_lanes.parked_at IS NOT NULL THEN now()
+                           ELSE coalesce(webhook_lanes.next_attempt_at, now()) END,
+    attempts = CASE WHEN webhook_lanes.parked_at IS NOT NULL THEN 0 ELSE webhook_lanes.attempts END,
+    head_first_attempt_at = CASE WHEN webhook_lanes.parked_at IS NOT NULL THEN NULL
+                                 ELSE webhook_lanes.head_first_attempt_at END,
+    parked_at = NULL
+  RETURNING 1`;
 
-/** Forgets dispatchers whose promise ended before `before` (processes that died without saying so). */
-export async function forgetSleepingDispatchers(db: Queryable, before: Date): Promise<void> {
-  await db.query('DELETE FROM webhook_dispatchers WHERE awake_until < $1', [before]);
+/** The events a replay queues again: of a time range (and stream, and types), or by id. */
+export type ReplaySelection =
+  { since: Date; until: Date; streamKey: string | null; eventTypes: string[] | null } | { eventIds: string[] };
+
+/**
+ * Queues the application's selected events for the endpoint again and makes their lanes due. Each event keeps its
+ * stream and sequence: the lane delivers its lowest sequence first. Counts the events selected and the lanes.
+ */
+export async function queueReplay(
+  db: Queryable,
+  endpointId: string,
+  applicationId: string,
+  selected: ReplaySelection,
+): Promise<{ queued: string; lanes: string }> {
+  let selection: string;
+  let values: unknown[];
+  if ('eventIds' in selected) {
+    selection = 'SELECT id, stream_key, sequence FROM events WHERE application_id = $2 AND id = ANY ($3::uuid[])';
+    values = [endpointId, applicationId, selected.eventIds];
+  } else {
+    selection = `SELECT id, stream_key, sequence FROM events
+                      WHERE application_id = $2 AND occurred_at >= $3::timestamptz AND occurred_at < $4::timestamptz
+                        AND ($5::text IS NULL OR stream_key = $5)
+                        AND ($6::text[] IS NULL OR type = ANY ($6))`;
+    const { since, until, streamKey, eventTypes } = selected;
+    values = [endpointId, applicationId, since.toISOString(), until.toISOString(), streamKey, eventTypes];
+  }
+  const result = await db.query<{ queued: string; lanes: string }>(
+    `WITH selected AS (${selection}),
+         queued AS (
+           INSERT INTO webhook_deliveries (endpoint_id, event_id, stream_key, sequence)
+           SELECT $1, id, stream_key, sequence FROM selected
+           ON CONFLICT (endpoint_id, stream_key, sequence) DO NOTHING),
+         lanes AS (${laneUpsert})
+         SELECT (SELECT count(*) FROM selected) AS queued, (SELECT count(*) FROM lanes) AS lanes`,
+    values,
+  );
+  return result.rows[0] as { queued: string; lanes: string };
 }

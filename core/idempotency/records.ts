@@ -1,0 +1,143 @@
+/**
+ * The `idempotency_records` table: the stored answers of mutations (sections 7 and 8; the rules are in
+ * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours. The statements run on
+ * the connection (and in the transaction) the caller holds.
+ */
+import type { Queryable } from '../database.ts';
+
+export const idempotencyRetentionHours = 24;
+
+export interface StoredRecord {
+  fingerprint: Buffer;
+  status_code: number;
+  response_body: string;
+  sealed: boolean;
+  live: boolean;
+  /** A provisional answer whose request may still finish it. */
+  pending: boolean;
+  /** A provisional answer (pending or past its time). */
+  provisional: boolean;
+}
+
+/** Takes the transaction-scoped advisory lock on (scope, key); false while another transaction holds it. */
+export async function tryLockKey(db: Queryable, scope: string, key: string): Promise<boolean> {
+  const lock = await db.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok', [
+    `idempotency\n${scope}\n${key}`,
+  ]);
+  return lock.rows[0]?.ok === true;
+}
+
+/** The record of (scope, key), live while within its retention. */
+export async function readRecord(db: Queryable, scope: string, key: string): Promise<StoredRecord | undefined> {
+  const existing = await db.query<StoredRecord>(
+    `SELECT fingerprint, status_code, response_body, sealed,
+              created_at > now() - make_interval(hours => $3) AS live,
+              coalesce(pending_until > clock_timestamp(), false) AS pending,
+              pending_until IS NOT NULL AS provisional
+         FROM idempotency_records WHERE scope = $1 AND key = $2`,
+    [scope, key, idempotencyRetentionHours],
+  );
+  return existing.rows[0];
+}
+
+/** Makes the stored answer final, as `sealedBody` (a provisional answer past its time, or one in clear text). */
+export async function settleRecord(db: Queryable, scope: string, key: string, sealedBody: string): Promise<void> {
+  await db.query(
+    `UPDATE idempotency_records SET response_body = $3, sealed = true, pending_until = NULL
+            WHERE scope = $1 AND key = $2`,
+    [scope, key, sealedBody],
+  );
+}
+
+export async function deleteRecord(db: Queryable, scope: string, key: string): Promise<void> {
+  await db.query('DELETE FROM idempotency_records WHERE scope = $1 AND key = $2', [scope, key]);
+}
+
+/** Stores a sealed answer; pending for `pendingSecs` when the answer is provisional (null: final). */
+export async function insertRecord(
+  db: Queryable,
+  record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
+  pendingSecs: number | null,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
+       VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
+    [record.scope, record.key, record.fingerprint, record.status, record.sealedBody, pendingSecs],
+  );
+}
+
+/** Replaces a provisional answer by the finished one; false when a retry settled the provisional one first. */
+export async function finishRecord(
+  db: Queryable,
+  record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
+): Promise<boolean> {
+  const settled = await db.query(
+    `UPDATE idempotency_records SET status_code = $4, response_body = $5, sealed = true, pending_until = NULL
+      WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND pending_until IS NOT NULL`,
+    [record.scope, record.key, record.fingerprint, record.status, record.sealedBody],
+  );
+  return settled.rowCount === 1;
+}
+
+/** The record of (scope, key) for this request's fingerprint, as it stands. */
+export async function recordOf(
+  db: Queryable,
+  scope: string,
+  key: string,
+  fingerprint: Buffer,
+): Promise<StoredRecord | undefined> {
+  const stored = await db.query<StoredRecord>(
+    `SELECT fingerprint, status_code, response_body, sealed, true AS live, false AS pending, false AS provisional
+       FROM idempotency_records WHERE scope = $1 AND key = $2 AND fingerprint = $3`,
+    [scope, key, fingerprint],
+  );
+  return stored.rows[0];
+}
+
+export interface ClearRecord {
+  scope: string;
+  key: string;
+  status_code: number;
+  response_body: string;
+}
+
+/** Up to `limit` records whose answers are stored in clear text. */
+export async function clearRecords(db: Queryable, limit: number): Promise<ClearRecord[]> {
+  const batch = await db.query<ClearRecord>(
+    'SELECT scope, key, status_code, response_body FROM idempotency_records WHERE NOT sealed LIMIT $1',
+    [limit],
+  );
+  return batch.rows;
+}
+
+/** Stores the sealed answers of records read in clear text, each only if unchanged since; how many. */
+export async function sealRecords(
+  db: Queryable,
+  records: readonly ClearRecord[],
+  sealedBodies: readonly string[],
+): Promise<number> {
+  const updated = await db.query(
+    `UPDATE idempotency_records r SET response_body = v.sealed, sealed = true
+         FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[]) AS v(scope, key, status, clear, sealed)
+        WHERE r.scope = v.scope AND r.key = v.key AND NOT r.sealed AND r.status_code = v.status
+          AND r.response_body = v.clear`,
+    [
+      records.map((row) => row.scope),
+      records.map((row) => row.key),
+      records.map((row) => row.status_code),
+      records.map((row) => row.response_body),
+      sealedBodies,
+    ],
+  );
+  return updated.rowCount ?? 0;
+}
+
+/** Deletes up to `limit` records past their retention; how many went. */
+export async function purgeExpiredRecords(db: Queryable, limit: number): Promise<number> {
+  const result = await db.query(
+    `DELETE FROM idempotency_records WHERE ctid IN (
+         SELECT ctid FROM idempotency_records WHERE created_at < now() - make_interval(hours => $1) LIMIT $2)`,
+    [idempotencyRetentionHours, limit],
+  );
+  return result.rowCount ?? 0;
+}
