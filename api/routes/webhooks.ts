@@ -3,7 +3,7 @@
  * rotation (spec section 4, docs/events.md). An endpoint belongs to the application of the key; another
  * application's endpoint is 404. Signing secrets are shown once (create, rotate) and stored sealed.
  *
- * Just over 400 lines: seven operations of one resource, schemas and handlers only (the SQL is in
+ * Longer than 400 lines because it holds seven operations of one resource, schemas and handlers only (the SQL is in
  * core/webhooks/endpoints.ts and deliveries.ts); the replay's scope rules read best beside its schema.
  */
 import type { FastifyInstance } from 'fastify';

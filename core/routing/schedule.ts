@@ -39,7 +39,7 @@
  * `isOpenAt` and `nextChangeAfter` expect a schedule without problems and throw a RangeError on an unknown time zone
  * or an unreadable time (a duplicated exception date would be read as its first occurrence).
  *
- * About 460 lines, on purpose: the rules above govern the checks and the evaluation alike, and a reader of one needs
+ * Longer than 400 lines because the rules above govern the checks and the evaluation alike, and a reader of one needs
  * them beside the other; the table's SQL is in schedules.ts.
  */
 import { type Static, Type } from 'typebox';

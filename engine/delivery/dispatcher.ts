@@ -9,7 +9,7 @@
  * retries comes due (a timer), when an attempt ends (room for another), and on a slow poll that also picks up the
  * lanes of a dispatcher that died (their leases run out) and retries scheduled by other processes.
  *
- * About 440 lines, on purpose: the claim loop, its wake-ups, the concurrency cap and the shutdown share the state of
+ * Longer than 400 lines because the claim loop, its wake-ups, the concurrency cap and the shutdown share the state of
  * one class (in-flight attempts, timers, the listening connection), and their ordering is what keeps a lane to one
  * attempt at a time; its SQL is in core/webhooks/deliveries.ts, one attempt in attempt.ts, batched releases in
  * releases.ts.
