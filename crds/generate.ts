@@ -1,7 +1,7 @@
 /**
  * `npm run crds`: writes the CustomResourceDefinitions (core/resources/crds.ts) to this folder and the same files to
  * the Helm chart (`charts/switchboard/files/crds/`, rendered by its `crds.yaml` template), and removes CRD files no
- * kind makes any more from both. test/crds.test.ts fails when either folder is not what this would write.
+ * kind makes any more from both. test/core/crds.test.ts fails when either folder is not what this would write.
  */
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';

@@ -45,13 +45,18 @@ process.env.SIP_PORT ??= '0';
  * named they run after the rest, two at a time, so that the other files' load does not stretch their timings (the
  * machines have two cores).
  */
-const realTime = ['test/calls.test.ts', 'test/call-plans.test.ts', 'test/media.test.ts', 'test/sip-transport.test.ts'];
+const realTime = [
+  'test/engine/calls.test.ts',
+  'test/engine/call-plans.test.ts',
+  'test/engine/media.test.ts',
+  'test/engine/sip-transport.test.ts',
+];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole
  * build and a registry install of the packed package): they run between the rest and the real-time files, together,
  * so that they neither starve the rest's waits for events nor stretch the calls' timings.
  */
-const heavy = ['test/sip-fuzz.test.ts', 'test/production-build.test.ts'];
+const heavy = ['test/engine/sip-fuzz.test.ts', 'test/app/production-build.test.ts'];
 
 function runAva(args: string[]): Promise<number> {
   const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...args], {

@@ -1,7 +1,7 @@
 /**
  * The routing steps (engine/calls/steps/) and the plan runner against a `CallControl` double: no SIP, no RTP, no
  * timers, so each runs in milliseconds. What crosses the wire (prompts heard, keys sent, BYE, bridging) is tested with
- * sipp in test/calls.test.ts and test/call-plans.test.ts.
+ * sipp in test/engine/calls.test.ts and test/engine/call-plans.test.ts.
  */
 import test from 'ava';
 import type { RoutingPlanDefinition, Step } from '../../core/routing/definition.ts';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 /**
  * Node's arguments that run the `switchboard` command from the sources (app/main.ts) through tsx: `npm test` tests
  * the sources, the processes it starts included. The compiled build that bin/switchboard.js runs (dist/) is tested
- * once, installed from the package as production installs it, by test/production-build.test.ts.
+ * once, installed from the package as production installs it, by test/app/production-build.test.ts.
  */
 export const switchboardArgs: string[] = [
   `--import=${import.meta.resolve('tsx')}`,

@@ -1,6 +1,6 @@
 /**
  * The CRDs' structural schemas as JSON Schema validators (ajv), so a test can hold a custom resource to what the API
- * server would: test/crds.test.ts (the specs of a workspace) and test/chart.test.ts (examples/ and the chart's Engine).
+ * server would: test/core/crds.test.ts (the specs of a workspace) and test/charts/chart.test.ts (examples/ and the chart's Engine).
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';

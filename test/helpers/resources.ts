@@ -1,6 +1,6 @@
 /**
- * What the operator's tests ask of custom resources, whichever store holds them (test/operator.test.ts on
- * PostgreSQL, test/kubernetes-operator.test.ts on the Kubernetes API test server): waiting for a status, reading a
+ * What the operator's tests ask of custom resources, whichever store holds them (test/operator/operator.test.ts on
+ * PostgreSQL, test/operator/kubernetes-operator.test.ts on the Kubernetes API test server): waiting for a status, reading a
  * condition of the current generation, a REST view two workspaces share, and the documents of examples/.
  */
 import { randomUUID } from 'node:crypto';
