@@ -14,7 +14,11 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
-import { PostgresResourceStore, ResourceVersionExpired, type WatchSource } from '../../core/resources/postgres-store.ts';
+import {
+  PostgresResourceStore,
+  ResourceVersionExpired,
+  type WatchSource,
+} from '../../core/resources/postgres-store.ts';
 import {
   type Resource,
   ResourceConflict,

@@ -22,7 +22,13 @@ import { buildRtp, parseRtp } from '../../engine/media/packet.ts';
 import { PromptError, Prompts } from '../../engine/media/prompts.ts';
 import { WavRecorder } from '../../engine/media/recorder.ts';
 import { resample, resampleInSlices } from '../../engine/media/resample.ts';
-import { type Codec, MediaEndpoint, PortPool, PortPoolExhaustedError, type RemoteMedia } from '../../engine/media/rtp.ts';
+import {
+  type Codec,
+  MediaEndpoint,
+  PortPool,
+  PortPoolExhaustedError,
+  type RemoteMedia,
+} from '../../engine/media/rtp.ts';
 import { answer, type MediaOffer, offer, parseSdp, remoteFromAnswer, SdpError } from '../../engine/media/sdp.ts';
 import { decodeWav, WavError } from '../../engine/media/wav.ts';
 
