@@ -6,10 +6,9 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { type Static, Type } from 'typebox';
-import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
 import { isUuid } from '../core/ids.ts';
-import { keysetPage, type PageSource, type PageWindow } from '../core/rows.ts';
+import type { PageWindow } from '../core/rows.ts';
 
 export const ListQuery = Type.Object(
   {
@@ -87,19 +86,14 @@ export interface PageRequest<Row> {
   read: (window: PageWindow) => Promise<Row[]>;
 }
 
-/** A list read through SQL given here: only until api/routes/calls.ts reads its list through core/calls/. */
-export interface SqlPageRequest extends Omit<PageRequest<never>, 'read'>, PageSource {
-  db: Queryable;
-}
-
 export async function listPage<Row extends { id: string; cursor_ts: string }>(
-  request: PageRequest<Row> | SqlPageRequest,
+  request: PageRequest<Row>,
 ): Promise<{ rows: Row[]; nextCursor: string | null }> {
   const window: PageWindow = { limit: request.query.limit };
   if (request.query.cursor !== undefined) {
     window.after = decodeCursor(request.key, request.list, request.owner, request.query.cursor);
   }
-  const fetched = 'read' in request ? await request.read(window) : await keysetPage<Row>(request.db, request, window);
+  const fetched = await request.read(window);
   const rows = fetched.slice(0, request.query.limit);
   const last = rows[rows.length - 1];
   const nextCursor =

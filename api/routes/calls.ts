@@ -12,7 +12,7 @@ import { CallObject } from '../../core/events/types.ts';
 import {
   type CallRow,
   type CallState,
-  callListing,
+  listCalls,
   callLegs,
   callObject,
   type LegRow,
@@ -164,18 +164,17 @@ export function callRoutes(app: FastifyInstance, services: Services) {
           throw new ApiError('invalid_request', 'query.since must be an instant such as 2026-03-08T09:30:00Z');
         }
       }
-      const listing = callListing(workspace.id, {
+      const filters = {
         ...(query.state !== undefined ? { state: query.state } : {}),
         ...(query.phoneNumberId !== undefined ? { phoneNumberId: query.phoneNumberId } : {}),
         ...(since !== undefined ? { since } : {}),
-      });
-      const page = await listPage<CallRow & { cursor_ts: string }>({
-        db: context.db,
+      };
+      const page = await listPage({
         key: services.keys.cursors,
         list: 'calls',
         owner: workspace.id,
-        ...listing,
         query,
+        read: (window) => listCalls(context.db, workspace.id, filters, window),
       });
       return { status: 200, body: { data: page.rows.map(callJson), nextCursor: page.nextCursor } };
     },

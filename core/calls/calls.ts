@@ -8,6 +8,7 @@ import { announce, callEndedChannel } from '../change-notices.ts';
 import { inTransaction, type Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
 import type { CallObject } from '../events/types.ts';
+import { keysetPage, type PageWindow } from '../rows.ts';
 
 export type CallState = 'initiated' | 'routing' | 'offering' | 'connected' | 'voicemail' | 'ended';
 
@@ -295,14 +296,13 @@ export interface CallFilters {
   since?: Date;
 }
 
-/**
- * The listing of a workspace's calls as the API's pagination takes it: the select (with the cursor's timestamp),
- * the conditions and their parameters.
- */
-export function callListing(
+/** A page of the workspace's calls, newest first, narrowed by `filters` (keyset pages: core/rows.ts). */
+export function listCalls(
+  db: Queryable,
   workspaceId: string,
   filters: CallFilters,
-): { select: string; where: string; params: unknown[] } {
+  window: PageWindow,
+): Promise<Array<CallRow & { cursor_ts: string }>> {
   const params: unknown[] = [workspaceId];
   const where = ['workspace_id = $1'];
   const add = (condition: (n: number) => string, value: unknown) => {
@@ -312,11 +312,15 @@ export function callListing(
   if (filters.state !== undefined) add((n) => `state = $${n}`, filters.state);
   if (filters.phoneNumberId !== undefined) add((n) => `phone_number_id = $${n}::uuid`, filters.phoneNumberId);
   if (filters.since !== undefined) add((n) => `started_at >= $${n}::timestamptz`, filters.since);
-  return {
-    // A subquery PostgreSQL flattens: the outer names are the call's own (calls_page serves the order).
-    select: `SELECT * FROM (SELECT ${callColumns}, c.created_at, c.created_at::text AS cursor_ts
-                              FROM calls c JOIN workspaces w ON w.id = c.workspace_id) AS listed`,
-    where: where.join(' AND '),
-    params,
-  };
+  return keysetPage<CallRow & { cursor_ts: string }>(
+    db,
+    {
+      // A subquery PostgreSQL flattens: the outer names are the call's own (calls_page serves the order).
+      select: `SELECT * FROM (SELECT ${callColumns}, c.created_at, c.created_at::text AS cursor_ts
+                                FROM calls c JOIN workspaces w ON w.id = c.workspace_id) AS listed`,
+      where: where.join(' AND '),
+      params,
+    },
+    window,
+  );
 }
