@@ -26,16 +26,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import fc from 'fast-check';
-import { runCli } from '../helpers/cli.ts';
+import { runCli, switchboardArgs } from '../helpers/cli.ts';
 import { addSippCarrier, numberRunning } from '../helpers/phone-lines.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { datagram, type FuzzTarget } from '../helpers/sip-fuzz.ts';
 import { runSipp } from '../helpers/sipp.ts';
 
-const bin = fileURLToPath(new URL('../../bin/switchboard.js', import.meta.url));
 const seed = process.env.SIP_FUZZ_SEED === undefined ? randomInt(2 ** 31) : Number(process.env.SIP_FUZZ_SEED);
 const total = Number(process.env.SIP_FUZZ_DATAGRAMS ?? 100_000);
 /** Datagrams in a batch over UDP, between two fences. */
@@ -76,10 +74,13 @@ interface Engine {
   collect(): Promise<void>;
 }
 
-/** `switchboard engine` on the service's database, as its own process. */
+/**
+ * `switchboard engine` on the service's database, as its own process, from the sources (as every test runs it: a
+ * build in dist/ may be older than the code under test).
+ */
 async function startEngine(databaseUrl: string, dataDir: string): Promise<Engine> {
   const preload = `--import=data:text/javascript,${encodeURIComponent(collectGarbage)}`;
-  const child = spawn(process.execPath, ['--expose-gc', preload, bin, 'engine'], {
+  const child = spawn(process.execPath, ['--expose-gc', preload, ...switchboardArgs, 'engine'], {
     env: {
       ...process.env,
       DATABASE_URL: databaseUrl,
