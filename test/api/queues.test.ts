@@ -1,30 +1,34 @@
 /**
- * Queues, schedules and AI agents through HTTP: operations 34-48 (create, list, get, update, delete of each), the
- * `Queue` custom resource the queue operations write, the refusal to delete (409 `in_use`) what a routing plan's
- * newest or published version names, and the credentials these operations take.
+ * Queues through HTTP: operations 34-38 (create, list, get, update, delete), the `Queue` custom resource the queue
+ * operations write, the refusal to delete (409 `in_use`) a queue a routing plan's newest or published version names,
+ * and the credentials the queue, schedule and AI agent operations take. Schedules are in schedules.test.ts, AI agents
+ * in ai-agents.test.ts; the setup the three share is in test/helpers/routing-config.ts.
  *
  * One service running the API role only. Every test makes its own application and workspace, so tests run
- * concurrently without seeing each other's data. Schedule expectations are written from the published rules of
- * America/New_York (UTC-5 in winter, UTC-4 from the second Sunday of March 02:00 to the first Sunday of November
- * 02:00; in 2026: 2026-03-08 and 2026-11-01), not from the code under test.
+ * concurrently without seeing each other's data.
  */
 import { randomUUID } from 'node:crypto';
-import test, { type ExecutionContext } from 'ava';
+import test from 'ava';
 import { createMember } from '../../core/identity/members.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { loadSigningKeys } from '../../core/service-secret.ts';
-import { openSecret } from '../../core/sealing.ts';
 import { mintToken } from '../../api/tokens.ts';
+import { startService, type TestService, isError } from '../helpers/service.ts';
 import {
-  type Answer,
-  type RequestOptions,
-  startService,
-  type TestService,
-  workspaceWithUser,
-  isError,
-} from '../helpers/service.ts';
+  agentBody,
+  created,
+  hangup,
+  isInUse,
+  isInvalid,
+  isoRegex,
+  newYork,
+  routingConfigHelpers,
+  type Tenant,
+  uuidRegex,
+} from '../helpers/routing-config.ts';
 
 let service: TestService;
+const { tenant, secondWorkspace, call, createPlan, archivePlan, createSchedule } = routingConfigHelpers(() => service);
 
 test.before(async () => {
   service = await startService({}, ['api']);
@@ -37,59 +41,6 @@ test.after.always(async () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
 
-interface Tenant {
-  apiKey: string;
-  applicationId: string;
-  workspaceId: string;
-  externalWorkspaceId: string;
-}
-
-/** A new application with one workspace (and its user `alice`). */
-async function tenant(): Promise<Tenant> {
-  const made = await workspaceWithUser(service);
-  return {
-    apiKey: made.apiKey,
-    applicationId: made.applicationId,
-    workspaceId: made.workspace.id as string,
-    externalWorkspaceId: made.workspace.externalWorkspaceId as string,
-  };
-}
-
-/** Another workspace of the same application. */
-async function secondWorkspace(owner: Tenant): Promise<Tenant> {
-  const externalWorkspaceId = `ws-${randomUUID()}`;
-  const answer = await service.request('POST', '/api/v1/workspaces', {
-    auth: owner.apiKey,
-    body: { externalWorkspaceId, name: 'Other Support', timezone: 'UTC' },
-  });
-  if (answer.status !== 201) throw new Error(`workspace: ${answer.status} ${answer.text}`);
-  return { ...owner, workspaceId: answer.body.id, externalWorkspaceId };
-}
-
-/** A request of the tenant's application key in its workspace. */
-function call(who: Tenant, method: string, path: string, body?: unknown, options: RequestOptions = {}) {
-  return service.request(method, `/api/v1${path}`, {
-    auth: who.apiKey,
-    workspaceId: who.workspaceId,
-    ...(body === undefined ? {} : { body }),
-    ...options,
-  });
-}
-
-/** 400 `invalid_request` whose message names the field (`pattern`). */
-function isInvalid(t: ExecutionContext, answer: Answer, pattern: RegExp, label = '') {
-  isError(t, answer, 400, 'invalid_request', label);
-  t.regex(String(answer.body?.error?.message), pattern, `${label} ${answer.text}`);
-}
-
-const uuidRegex = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const isoRegex = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-async function created(what: string, answer: Answer) {
-  if (answer.status !== 201) throw new Error(`${what}: ${answer.status} ${answer.text}`);
-  return answer.body;
-}
-
 function createQueue(who: Tenant, body: Record<string, unknown>) {
   return call(who, 'POST', '/queues', body).then((answer) => created('queue', answer));
 }
@@ -98,8 +49,6 @@ async function member(who: Tenant, email = `agent-${randomUUID()}@example.com`, 
   return createMember(service.pool, { workspaceId: who.workspaceId, email, scopes });
 }
 
-const hangup = { type: 'hangup', message: null };
-
 function queuePlan(queueId: string) {
   return {
     entry: 'q',
@@ -107,39 +56,7 @@ function queuePlan(queueId: string) {
   };
 }
 
-function hoursPlan(scheduleId: string) {
-  return { entry: 'h', steps: { h: { type: 'hours', scheduleId, open: 'bye', closed: 'bye' }, bye: hangup } };
-}
-
-function aiPlan(agentId: string, provider: string) {
-  return {
-    entry: 'ai',
-    steps: { ai: { type: 'ai_answer', provider, agentId, onCap: 'bye', next: 'bye' }, bye: hangup },
-  };
-}
-
 const hangupPlan = { entry: 'bye', steps: { bye: hangup } };
-
-async function createPlan(t: ExecutionContext, who: Tenant, name: string, definition: unknown, publish = false) {
-  const answer = await call(who, 'POST', '/routing-plans', { name, definition, ...(publish ? { publish } : {}) });
-  t.is(answer.status, 201, answer.text);
-  t.deepEqual(answer.body.definition, definition);
-  return answer.body.id as string;
-}
-
-async function archivePlan(t: ExecutionContext, who: Tenant, planId: string) {
-  const answer = await call(who, 'DELETE', `/routing-plans/${planId}`);
-  t.is(answer.status, 200, answer.text);
-}
-
-/** 409 `in_use` naming the plan (its name and id). */
-function isInUse(t: ExecutionContext, answer: Answer, planId: string, planName: string, label = '') {
-  isError(t, answer, 409, 'in_use', label);
-  const message = String(answer.body?.error?.message);
-  t.true(message.includes(planName), `${label} names the plan: ${message}`);
-  t.true(message.includes(planId), `${label} gives the plan id: ${message}`);
-  t.deepEqual(answer.body?.error?.routingPlanIds, [planId], label);
-}
 
 interface ResourceRow {
   namespace: string;
@@ -504,460 +421,6 @@ test("a queue is in use while a plan's newest or published version names it", as
   const freed = await call(owner, 'DELETE', `/queues/${published.id}`);
   t.is(freed.status, 200, freed.text);
   isInUse(t, await call(owner, 'DELETE', `/queues/${draft.id}`), planId, planName, 'published version 2');
-});
-
-// ---------------------------------------------------------------------------------------------------------------
-// Schedules
-
-const workdays = ['monday', 'tuesday', 'wednesday', 'thursday', 'friday'];
-const allDays = [...workdays, 'saturday', 'sunday'];
-
-/** New York office hours, a Sunday night range 01:00-03:00 across both daylight-saving changes, two exceptions. */
-const newYork = {
-  name: 'New York office',
-  timezone: 'America/New_York',
-  weeklyHours: [
-    ...workdays.map((day) => ({ day, open: '09:00', close: '17:00' })),
-    { day: 'sunday', open: '01:00', close: '03:00' },
-  ],
-  exceptions: [
-    { date: '2026-12-24', name: 'Christmas Eve', hours: [{ open: '09:00', close: '12:00' }] },
-    { date: '2026-12-25', name: 'Christmas Day', hours: [] },
-  ],
-};
-
-async function createSchedule(who: Tenant, body: Record<string, unknown> = newYork) {
-  return created('schedule', await call(who, 'POST', '/schedules', body));
-}
-
-test('a schedule is created with its time zone, weekly hours and exceptions', async (t) => {
-  const owner = await tenant();
-  const before = Date.now();
-  const answer = await call(owner, 'POST', '/schedules', newYork);
-  const after = Date.now();
-  t.is(answer.status, 201, answer.text);
-  t.regex(answer.body.id, uuidRegex);
-  t.like(answer.body, {
-    workspaceId: owner.workspaceId,
-    name: newYork.name,
-    timezone: newYork.timezone,
-    weeklyHours: newYork.weeklyHours,
-    exceptions: newYork.exceptions,
-  });
-  t.is(typeof answer.body.openNow, 'boolean');
-  t.true(answer.body.nextChangeAt === null || isoRegex.test(answer.body.nextChangeAt), answer.text);
-  t.regex(answer.body.evaluatedAt, isoRegex);
-  const evaluated = Date.parse(answer.body.evaluatedAt);
-  t.true(evaluated >= before - 1000 && evaluated <= after + 1000, 'evaluated now');
-  t.regex(answer.body.createdAt, isoRegex);
-
-  const withoutExceptions = await call(owner, 'POST', '/schedules', {
-    name: 'Plain',
-    timezone: 'UTC',
-    weeklyHours: [{ day: 'monday', open: '00:00', close: '24:00' }],
-  });
-  t.is(withoutExceptions.status, 201, withoutExceptions.text);
-  t.deepEqual(withoutExceptions.body.exceptions, []);
-
-  const leapDay = await call(owner, 'POST', '/schedules', {
-    name: 'Leap',
-    timezone: 'Europe/Paris',
-    weeklyHours: [],
-    exceptions: [{ date: '2028-02-29', hours: [] }],
-  });
-  t.is(leapDay.status, 201, leapDay.text);
-
-  const list = await call(owner, 'GET', '/schedules');
-  t.is(list.status, 200, list.text);
-  t.deepEqual(
-    list.body.data.map((schedule: { id: string }) => schedule.id),
-    [leapDay.body.id, withoutExceptions.body.id, answer.body.id],
-  );
-  const page = await call(owner, 'GET', '/schedules?limit=2');
-  t.is(page.body.data.length, 2);
-  const rest = await call(owner, 'GET', `/schedules?limit=2&cursor=${encodeURIComponent(page.body.nextCursor)}`);
-  t.deepEqual(
-    rest.body.data.map((schedule: { id: string }) => schedule.id),
-    [answer.body.id],
-  );
-  t.is(rest.body.nextCursor, null);
-});
-
-test('GET with at= says whether the schedule is open then and when that next changes, across daylight saving', async (t) => {
-  const owner = await tenant();
-  const schedule = await createSchedule(owner);
-  // [at, open then, next change]
-  const cases: [string, boolean, string | null][] = [
-    // Tuesday 2026-01-13, winter (UTC-5).
-    ['2026-01-13T13:59:59Z', false, '2026-01-13T14:00:00.000Z'],
-    ['2026-01-13T09:00:00-05:00', true, '2026-01-13T22:00:00.000Z'],
-    ['2026-01-13T21:59:59.999Z', true, '2026-01-13T22:00:00.000Z'],
-    // Friday 17:00 closes until Sunday 01:00.
-    ['2026-01-16T22:00:00Z', false, '2026-01-18T06:00:00.000Z'],
-    // Tuesday 2026-07-14, summer (UTC-4).
-    ['2026-07-14T13:00:00Z', true, '2026-07-14T21:00:00.000Z'],
-    ['2026-07-14T21:30:00Z', false, '2026-07-15T13:00:00.000Z'],
-    // Sunday 2026-03-08: 02:00 EST becomes 03:00 EDT, so 01:00-03:00 lasts one real hour.
-    ['2026-03-08T05:59:59Z', false, '2026-03-08T06:00:00.000Z'],
-    ['2026-03-08T06:30:00Z', true, '2026-03-08T07:00:00.000Z'],
-    ['2026-03-08T07:00:00Z', false, '2026-03-09T13:00:00.000Z'],
-    // Friday 2026-03-06 09:00 EST is 14:00Z; Monday 2026-03-09 09:00 EDT is 13:00Z.
-    ['2026-03-06T13:30:00Z', false, '2026-03-06T14:00:00.000Z'],
-    ['2026-03-09T13:30:00Z', true, '2026-03-09T21:00:00.000Z'],
-    // Sunday 2026-11-01: 02:00 EDT becomes 01:00 EST, so 01:00-03:00 lasts three real hours.
-    ['2026-11-01T04:59:59Z', false, '2026-11-01T05:00:00.000Z'],
-    ['2026-11-01T05:00:00Z', true, '2026-11-01T08:00:00.000Z'],
-    ['2026-11-01T06:30:00Z', true, '2026-11-01T08:00:00.000Z'],
-    ['2026-11-01T08:00:00Z', false, '2026-11-02T14:00:00.000Z'],
-    // Christmas Eve (Thursday) 09:00-12:00 only; Christmas Day (Friday) closed; Sunday 01:00 opens next.
-    ['2026-12-24T16:00:00Z', true, '2026-12-24T17:00:00.000Z'],
-    ['2026-12-24T18:00:00Z', false, '2026-12-27T06:00:00.000Z'],
-    ['2026-12-25T15:00:00Z', false, '2026-12-27T06:00:00.000Z'],
-  ];
-  for (const [at, open, next] of cases) {
-    const answer = await call(owner, 'GET', `/schedules/${schedule.id}?at=${encodeURIComponent(at)}`);
-    t.is(answer.status, 200, answer.text);
-    t.is(answer.body.openNow, open, `open at ${at}`);
-    t.is(answer.body.nextChangeAt, next, `next change after ${at}`);
-    t.is(answer.body.evaluatedAt, new Date(at).toISOString(), `evaluated at ${at}`);
-    t.like(answer.body, { id: schedule.id, timezone: 'America/New_York', weeklyHours: newYork.weeklyHours });
-  }
-
-  const before = Date.now();
-  const now = await call(owner, 'GET', `/schedules/${schedule.id}`);
-  t.is(now.status, 200, now.text);
-  const evaluated = Date.parse(now.body.evaluatedAt);
-  t.true(evaluated >= before - 1000 && evaluated <= Date.now() + 1000, 'without at: evaluated now');
-
-  isInvalid(t, await call(owner, 'GET', `/schedules/${schedule.id}?at=tomorrow`), /at/, 'at not an instant');
-  // Instants the date-time format lets through but a Date cannot hold: a leap second, an offset without minutes.
-  for (const at of ['2026-12-31T23:59:60Z', '2026-01-13T14:00:00+05']) {
-    isInvalid(t, await call(owner, 'GET', `/schedules/${schedule.id}?at=${encodeURIComponent(at)}`), /at/, at);
-  }
-  isInvalid(t, await call(owner, 'GET', `/schedules/${schedule.id}?when=now`), /when/, 'unknown query field');
-  isError(t, await call(owner, 'GET', `/schedules/${randomUUID()}`), 404, 'not_found');
-  const other = await secondWorkspace(owner);
-  isError(t, await call(other, 'GET', `/schedules/${schedule.id}`), 404, 'not_found', 'other workspace');
-});
-
-test('schedule problems are refused with 400 naming the field', async (t) => {
-  const owner = await tenant();
-  const base = { name: 'S', timezone: 'Europe/Paris', weeklyHours: [], exceptions: [] };
-  const monday = (open: string, close: string) => [{ day: 'monday', open, close }];
-  const cases: [string, Record<string, unknown>, RegExp][] = [
-    ['unknown time zone', { timezone: 'Mars/Olympus_Mons' }, /timezone/],
-    ['UTC offset', { timezone: '+01:00' }, /timezone/],
-    ['no time zone', { timezone: undefined }, /timezone/],
-    ['close 25:00', { weeklyHours: monday('09:00', '25:00') }, /weeklyHours\[0\]\.close/],
-    [
-      'open 25:00',
-      { weeklyHours: [...monday('08:00', '09:00'), ...monday('25:00', '26:00')] },
-      /weeklyHours\[1\]\.open/,
-    ],
-    ['open 24:00', { weeklyHours: monday('24:00', '02:00') }, /weeklyHours\[0\]\.open/],
-    ['minute 60', { weeklyHours: monday('09:60', '10:00') }, /weeklyHours\[0\]\.open/],
-    ['open equals close', { weeklyHours: monday('09:00', '09:00') }, /weeklyHours\[0\]\.close/],
-    ['not a time', { weeklyHours: monday('9am', '17:00') }, /weeklyHours\[0\]\.open/],
-    ['unknown weekday', { weeklyHours: [{ day: 'funday', open: '09:00', close: '17:00' }] }, /weeklyHours\[0\]\.day/],
-    ['2026-02-30', { exceptions: [{ date: '2026-02-30', hours: [] }] }, /exceptions\[0\]\.date/],
-    ['2027-02-29', { exceptions: [{ date: '2027-02-29', hours: [] }] }, /exceptions\[0\]\.date/],
-    ['month 13', { exceptions: [{ date: '2026-13-01', hours: [] }] }, /exceptions\[0\]\.date/],
-    ['not a date', { exceptions: [{ date: '25/12/2026', hours: [] }] }, /exceptions\[0\]\.date/],
-    [
-      'duplicated date',
-      {
-        exceptions: [
-          { date: '2026-12-25', hours: [] },
-          { date: '2026-12-26', hours: [] },
-          { date: '2026-12-25', hours: [{ open: '10:00', close: '12:00' }] },
-        ],
-      },
-      /exceptions\[2\]\.date/,
-    ],
-    [
-      'exception hours',
-      { exceptions: [{ date: '2026-12-25', hours: [{ open: '10:00', close: '24:01' }] }] },
-      /exceptions\[0\]\.hours\[0\]\.close/,
-    ],
-  ];
-  for (const [label, change, field] of cases) {
-    const body: Record<string, unknown> = { ...base, ...change };
-    if (body.timezone === undefined) delete body.timezone;
-    isInvalid(t, await call(owner, 'POST', '/schedules', body), field, label);
-  }
-  const list = await call(owner, 'GET', '/schedules');
-  t.deepEqual(list.body.data, [], 'no schedule was made');
-
-  // PATCH is checked against the schedule it would make, and a refused PATCH changes nothing.
-  const schedule = await createSchedule(owner);
-  isInvalid(t, await call(owner, 'PATCH', `/schedules/${schedule.id}`, { timezone: 'Nowhere/Town' }), /timezone/);
-  isInvalid(
-    t,
-    await call(owner, 'PATCH', `/schedules/${schedule.id}`, {
-      exceptions: [...newYork.exceptions, { date: '2026-12-24', hours: [] }],
-    }),
-    /exceptions\[2\]\.date/,
-  );
-  isInvalid(
-    t,
-    await call(owner, 'PATCH', `/schedules/${schedule.id}`, { weeklyHours: monday('10:00', '25:00') }),
-    /close/,
-  );
-  isInvalid(t, await call(owner, 'PATCH', `/schedules/${schedule.id}`, {}), /body/, 'empty PATCH');
-  const read = await call(owner, 'GET', `/schedules/${schedule.id}`);
-  t.like(read.body, {
-    name: newYork.name,
-    timezone: newYork.timezone,
-    weeklyHours: newYork.weeklyHours,
-    exceptions: newYork.exceptions,
-    updatedAt: schedule.updatedAt,
-  });
-});
-
-test('PATCH replacing the weekly hours changes whether the schedule is open', async (t) => {
-  const owner = await tenant();
-  const closed = await createSchedule(owner, { name: 'Never', timezone: 'UTC', weeklyHours: [] });
-  t.false(closed.openNow);
-  t.is(closed.nextChangeAt, null, 'never opens');
-
-  const always = allDays.map((day) => ({ day, open: '00:00', close: '24:00' }));
-  const opened = await call(owner, 'PATCH', `/schedules/${closed.id}`, { weeklyHours: always });
-  t.is(opened.status, 200, opened.text);
-  t.true(opened.body.openNow);
-  t.is(opened.body.nextChangeAt, null, 'never closes');
-  t.like(opened.body, { name: 'Never', timezone: 'UTC', weeklyHours: always, exceptions: [] });
-  t.is(opened.body.createdAt, closed.createdAt);
-
-  // Mondays 09:00-17:00 UTC only: 2026-01-12 is a Monday.
-  const monday = await call(owner, 'PATCH', `/schedules/${closed.id}`, {
-    name: 'Mondays',
-    weeklyHours: [{ day: 'monday', open: '09:00', close: '17:00' }],
-  });
-  t.is(monday.status, 200, monday.text);
-  const at = (iso: string) => call(owner, 'GET', `/schedules/${closed.id}?at=${encodeURIComponent(iso)}`);
-  const mondayNoon = await at('2026-01-12T12:00:00Z');
-  t.like(mondayNoon.body, { name: 'Mondays', openNow: true, nextChangeAt: '2026-01-12T17:00:00.000Z' });
-  const tuesdayNoon = await at('2026-01-13T12:00:00Z');
-  t.like(tuesdayNoon.body, { openNow: false, nextChangeAt: '2026-01-19T09:00:00.000Z' });
-
-  // Changing the time zone alone moves the same wall-clock hours.
-  const tokyo = await call(owner, 'PATCH', `/schedules/${closed.id}`, { timezone: 'Asia/Tokyo' });
-  t.is(tokyo.status, 200, tokyo.text);
-  t.deepEqual(tokyo.body.weeklyHours, [{ day: 'monday', open: '09:00', close: '17:00' }]);
-  const tokyoMorning = await at('2026-01-12T01:00:00Z'); // 10:00 in Tokyo
-  t.like(tokyoMorning.body, { openNow: true, nextChangeAt: '2026-01-12T08:00:00.000Z' });
-
-  // An exception closing that Monday.
-  const holiday = await call(owner, 'PATCH', `/schedules/${closed.id}`, {
-    exceptions: [{ date: '2026-01-12', name: 'Coming of Age Day', hours: [] }],
-  });
-  t.is(holiday.status, 200, holiday.text);
-  const holidayMorning = await at('2026-01-12T01:00:00Z');
-  t.like(holidayMorning.body, { openNow: false, nextChangeAt: '2026-01-19T00:00:00.000Z' });
-
-  isError(t, await call(owner, 'PATCH', `/schedules/${randomUUID()}`, { name: 'x' }), 404, 'not_found');
-});
-
-test('a schedule an hours step uses cannot be deleted until the plan is archived', async (t) => {
-  const owner = await tenant();
-  const schedule = await createSchedule(owner);
-  const unused = await createSchedule(owner, { ...newYork, name: 'Unused' });
-  const planName = 'After hours';
-  const planId = await createPlan(t, owner, planName, hoursPlan(schedule.id));
-
-  isInUse(t, await call(owner, 'DELETE', `/schedules/${schedule.id}`), planId, planName);
-  const still = await call(owner, 'GET', `/schedules/${schedule.id}`);
-  t.is(still.status, 200, still.text);
-
-  const other = await secondWorkspace(owner);
-  isError(t, await call(other, 'DELETE', `/schedules/${unused.id}`), 404, 'not_found', 'other workspace');
-  const deletedUnused = await call(owner, 'DELETE', `/schedules/${unused.id}`);
-  t.is(deletedUnused.status, 200, deletedUnused.text);
-  t.like(deletedUnused.body, { id: unused.id, name: 'Unused', timezone: 'America/New_York' });
-
-  await archivePlan(t, owner, planId);
-  const deleted = await call(owner, 'DELETE', `/schedules/${schedule.id}`);
-  t.is(deleted.status, 200, deleted.text);
-  t.like(deleted.body, { id: schedule.id, name: newYork.name });
-  isError(t, await call(owner, 'GET', `/schedules/${schedule.id}`), 404, 'not_found');
-  isError(t, await call(owner, 'DELETE', `/schedules/${schedule.id}`), 404, 'not_found', 'deleted twice');
-  const list = await call(owner, 'GET', '/schedules');
-  t.deepEqual(list.body.data, []);
-});
-
-// ---------------------------------------------------------------------------------------------------------------
-// AI agents
-
-const connection = { url: 'wss://realtime.example.com/v1/voice', model: 'voice-large-2' };
-
-function agentBody(apiKey = `sk-live-${randomUUID()}`) {
-  return { name: 'Receptionist', provider: 'provider_a', connection, apiKey, minuteCap: 600 };
-}
-
-test('an AI agent is created; its API key is never shown, only hasApiKey', async (t) => {
-  const owner = await tenant();
-  const apiKey = `sk-live-${randomUUID()}`;
-  const answer = await call(owner, 'POST', '/ai-agents', agentBody(apiKey));
-  t.is(answer.status, 201, answer.text);
-  t.regex(answer.body.id, uuidRegex);
-  t.like(answer.body, {
-    workspaceId: owner.workspaceId,
-    name: 'Receptionist',
-    provider: 'provider_a',
-    connection,
-    hasApiKey: true,
-    minuteCap: 600,
-    minutesUsed: 0,
-  });
-  t.false(answer.text.includes(apiKey), 'the create answer holds no API key');
-  t.false('apiKey' in answer.body);
-
-  const read = await call(owner, 'GET', `/ai-agents/${answer.body.id}`);
-  t.is(read.status, 200, read.text);
-  t.deepEqual(read.body, answer.body);
-  t.false(read.text.includes(apiKey), 'GET holds no API key');
-  const list = await call(owner, 'GET', '/ai-agents');
-  t.is(list.status, 200, list.text);
-  t.deepEqual(list.body.data, [answer.body]);
-  t.false(list.text.includes(apiKey), 'the list holds no API key');
-  t.false(
-    service.logs.some((line) => line.includes(apiKey)),
-    'no log line holds the API key',
-  );
-
-  // Stored sealed, and opened with the service's key.
-  const row = await service.pool.query<{ api_key: string }>('SELECT api_key FROM ai_agents WHERE id = $1', [
-    answer.body.id,
-  ]);
-  const stored = row.rows[0]?.api_key as string;
-  t.false(stored.includes(apiKey), 'not stored in clear');
-  const keys = await loadSigningKeys(service.pool, undefined);
-  t.is(openSecret(keys.providerSecrets, stored), apiKey);
-
-  const keyless = await call(owner, 'POST', '/ai-agents', {
-    name: 'No key',
-    provider: 'provider_b',
-    connection: { url: 'https://api.example.com/realtime', instructions: 'Be brief.', voice: 'alloy' },
-  });
-  t.is(keyless.status, 201, keyless.text);
-  t.like(keyless.body, { hasApiKey: false, minuteCap: null, minutesUsed: 0, provider: 'provider_b' });
-});
-
-test('AI agent fields are checked: https or wss url, known provider, minute cap', async (t) => {
-  const owner = await tenant();
-  const body = agentBody();
-  const cases: [string, Record<string, unknown>, RegExp][] = [
-    ['http url', { connection: { url: 'http://realtime.example.com/v1' } }, /connection\.url/],
-    ['ws url', { connection: { url: 'ws://realtime.example.com/v1' } }, /connection\.url/],
-    ['not a url', { connection: { url: 'wss://realtime example.com/v1' } }, /connection\.url/],
-    ['unknown connection field', { connection: { ...connection, token: 'x' } }, /token/],
-    ['unknown provider', { provider: 'provider_z' }, /provider/],
-    ['minute cap 0', { minuteCap: 0 }, /minuteCap/],
-    ['empty API key', { apiKey: '' }, /apiKey/],
-    ['API key null on create', { apiKey: null }, /apiKey/],
-  ];
-  for (const [label, change, field] of cases) {
-    isInvalid(t, await call(owner, 'POST', '/ai-agents', { ...body, ...change }), field, label);
-  }
-  const list = await call(owner, 'GET', '/ai-agents');
-  t.deepEqual(list.body.data, [], 'no agent was made');
-  t.false(list.text.includes(body.apiKey));
-
-  const agent = await created('agent', await call(owner, 'POST', '/ai-agents', body));
-  isInvalid(
-    t,
-    await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { connection: { url: 'http://x.example.com' } }),
-    /connection\.url/,
-  );
-  isInvalid(t, await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { provider: 'provider_z' }), /provider/);
-  isInvalid(t, await call(owner, 'PATCH', `/ai-agents/${agent.id}`, {}), /body/, 'empty PATCH');
-  const read = await call(owner, 'GET', `/ai-agents/${agent.id}`);
-  t.deepEqual(read.body, agent);
-});
-
-test('PATCH of an AI agent: the API key can be removed and set again; other fields keep their values', async (t) => {
-  const owner = await tenant();
-  const agent = await created('agent', await call(owner, 'POST', '/ai-agents', agentBody()));
-
-  const renamed = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { name: 'Front desk' });
-  t.is(renamed.status, 200, renamed.text);
-  t.like(renamed.body, { name: 'Front desk', hasApiKey: true, minuteCap: 600, connection, provider: 'provider_a' });
-
-  const removed = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { apiKey: null });
-  t.is(removed.status, 200, removed.text);
-  t.like(removed.body, { name: 'Front desk', hasApiKey: false, minuteCap: 600 });
-  const stored = await service.pool.query('SELECT 1 FROM ai_agents WHERE id = $1 AND api_key IS NULL', [agent.id]);
-  t.is(stored.rowCount, 1, 'the key is gone from the database');
-
-  const newKey = `sk-new-${randomUUID()}`;
-  const set = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { apiKey: newKey, minuteCap: null });
-  t.is(set.status, 200, set.text);
-  t.like(set.body, { hasApiKey: true, minuteCap: null });
-  t.false(set.text.includes(newKey));
-
-  const moved = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, {
-    provider: 'provider_c',
-    connection: { url: 'https://c.example.com/rt' },
-  });
-  t.is(moved.status, 200, moved.text);
-  t.like(moved.body, { provider: 'provider_c', connection: { url: 'https://c.example.com/rt' }, hasApiKey: true });
-  t.is(moved.body.createdAt, agent.createdAt);
-
-  const read = await call(owner, 'GET', `/ai-agents/${agent.id}`);
-  t.deepEqual(read.body, moved.body);
-  isError(t, await call(owner, 'PATCH', `/ai-agents/${randomUUID()}`, { name: 'x' }), 404, 'not_found');
-  const other = await secondWorkspace(owner);
-  isError(t, await call(other, 'GET', `/ai-agents/${agent.id}`), 404, 'not_found', 'other workspace');
-  isError(t, await call(other, 'PATCH', `/ai-agents/${agent.id}`, { apiKey: null }), 404, 'not_found');
-});
-
-test('an AI agent an ai_answer step uses cannot be deleted, nor its provider changed, until the plan is archived', async (t) => {
-  const owner = await tenant();
-  const apiKey = `sk-live-${randomUUID()}`;
-  const agent = await created('agent', await call(owner, 'POST', '/ai-agents', agentBody(apiKey)));
-
-  // The step's provider must be the agent's.
-  const mismatch = await call(owner, 'POST', '/routing-plans', {
-    name: 'Wrong',
-    definition: aiPlan(agent.id, 'provider_b'),
-  });
-  isError(t, mismatch, 422, 'invalid_plan', 'provider mismatch');
-
-  const planName = 'AI first';
-  const planId = await createPlan(t, owner, planName, aiPlan(agent.id, 'provider_a'));
-  isInUse(t, await call(owner, 'DELETE', `/ai-agents/${agent.id}`), planId, planName, 'DELETE');
-  isInUse(
-    t,
-    await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { provider: 'provider_b' }),
-    planId,
-    planName,
-    'PATCH',
-  );
-  isInUse(
-    t,
-    await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { provider: 'provider_c', name: 'Renamed too' }),
-    planId,
-    planName,
-    'PATCH with a name',
-  );
-  const unchanged = await call(owner, 'GET', `/ai-agents/${agent.id}`);
-  t.deepEqual(unchanged.body, agent, 'the refused changes changed nothing');
-
-  // Other changes, and naming the same provider, are fine.
-  const same = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { provider: 'provider_a', name: 'Still A' });
-  t.is(same.status, 200, same.text);
-  t.like(same.body, { provider: 'provider_a', name: 'Still A' });
-
-  await archivePlan(t, owner, planId);
-  const moved = await call(owner, 'PATCH', `/ai-agents/${agent.id}`, { provider: 'provider_b' });
-  t.is(moved.status, 200, moved.text);
-  t.is(moved.body.provider, 'provider_b');
-  const deleted = await call(owner, 'DELETE', `/ai-agents/${agent.id}`);
-  t.is(deleted.status, 200, deleted.text);
-  t.like(deleted.body, { id: agent.id, provider: 'provider_b', hasApiKey: true });
-  t.false(deleted.text.includes(apiKey), 'no key in the delete answer');
-  isError(t, await call(owner, 'GET', `/ai-agents/${agent.id}`), 404, 'not_found');
-  isError(t, await call(owner, 'DELETE', `/ai-agents/${agent.id}`), 404, 'not_found', 'deleted twice');
 });
 
 // ---------------------------------------------------------------------------------------------------------------
