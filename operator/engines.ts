@@ -7,6 +7,7 @@
  *
  * A finalizer removes the pool's carriers when the Engine goes; its children go with it by their owner references.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import type pg from 'pg';
 import {
   addCarrier,
@@ -98,7 +99,7 @@ export function engineReconciler(
   pool: pg.Pool,
   store: ResourceStore,
   settings: EngineSettings,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
 ) {
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
@@ -146,7 +147,7 @@ export function engineReconciler(
     await writeStatus(store, fresh, {
       observedGeneration: generation,
       ...(readyReplicas === undefined ? {} : { readyReplicas }),
-      conditions: conditions(fresh.status.conditions, [condition], generation, clock()),
+      conditions: conditions(fresh.status.conditions, [condition], generation, clock.now()),
     });
     return requeueAfterMs === undefined ? undefined : { requeueAfterMs };
   };

@@ -4,6 +4,7 @@
  * `Ready=False` or `Valid=False` is a Warning; anything else is Normal. The same event repeated on one object is one
  * Event whose `count` grows, as kubelet and client-go's recorder do. Without a cluster the events go to the log.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Resource } from '../core/resources/store.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
@@ -65,7 +66,7 @@ export class KubernetesEvents implements EventRecorder {
   constructor(
     config: KubeConfig,
     private readonly component = 'switchboard-operator',
-    private readonly clock: () => Date = () => new Date(),
+    private readonly clock: Clock = systemClock,
   ) {
     this.api = config.makeApiClient(CoreV1Api);
   }
@@ -73,7 +74,7 @@ export class KubernetesEvents implements EventRecorder {
   async record(resource: Resource, event: OperatorEvent): Promise<void> {
     const { namespace } = resource.metadata;
     const key = [resource.metadata.uid, event.type, event.reason, event.message].join('\u0000');
-    const now = this.clock();
+    const now = this.clock.now();
     const seen = this.written.get(key);
     if (seen !== undefined) {
       try {

@@ -5,6 +5,7 @@
  * PostgreSQL's and leadership a PostgreSQL advisory lock held on a connection of its own (a process that dies lets it
  * go with its connection).
  */
+import type { Clock } from '../core/clock.ts';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
@@ -95,7 +96,7 @@ export interface OperatorOptions {
   /** Where condition changes are told: Kubernetes Events in a cluster, the log without one. */
   events?: EventRecorder;
   /** The time conditions are stamped with; default the system clock. */
-  clock?: () => Date;
+  clock?: Clock;
   relistMs?: number;
 }
 

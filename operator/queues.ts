@@ -4,6 +4,7 @@
  * (its newest or published version) uses the queue, the resource stays, marked for deletion, and its status says
  * which plans hold it; once none does, the record goes and then the resource.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
 import { workspaceOfApplication } from '../core/identity/workspaces.ts';
@@ -71,10 +72,10 @@ async function remove(pool: pg.Pool, queueId: string): Promise<Array<{ id: strin
 export function queueReconciler(
   pool: pg.Pool,
   store: ResourceStore,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
   onQueueRecorded: () => void = () => {},
 ) {
-  const status = (resource: Resource, condition: ConditionInput) => writeReady(store, resource, condition, clock());
+  const status = (resource: Resource, condition: ConditionInput) => writeReady(store, resource, condition, clock.now());
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
     if (resource.metadata.deletionTimestamp !== undefined) {

@@ -7,6 +7,7 @@
  * Deleting the resource archives the plan (a finalizer holds the deletion until then), unless numbers are assigned
  * to it, which keeps it (the status says so). Idempotent: a resource whose records already match changes nothing.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
 import { workspaceOfApplication } from '../core/identity/workspaces.ts';
@@ -188,7 +189,7 @@ async function archive(pool: pg.Pool, planId: string): Promise<boolean> {
 export function routingPlanReconciler(
   pool: pg.Pool,
   store: ResourceStore,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
   onPlansChanged: () => void = () => {},
 ) {
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
@@ -207,7 +208,7 @@ export function routingPlanReconciler(
           resource.status.conditions,
           [condition('Ready', 'False', 'InUse', 'numbers are assigned to this plan; unassign them to delete it')],
           resource.metadata.generation,
-          clock(),
+          clock.now(),
         ),
       });
       return { requeueAfterMs: 10_000 };
@@ -225,7 +226,7 @@ export function routingPlanReconciler(
             condition('Ready', 'False', 'InvalidSpec', invalid),
           ],
           fresh.metadata.generation,
-          clock(),
+          clock.now(),
         ),
       });
       return;
@@ -243,7 +244,7 @@ export function routingPlanReconciler(
       newestVersion: outcome.newestVersion,
       publishedVersion: outcome.publishedVersion,
       issues: outcome.issues,
-      conditions: conditions(fresh.status.conditions, outcome.conditions, fresh.metadata.generation, clock()),
+      conditions: conditions(fresh.status.conditions, outcome.conditions, fresh.metadata.generation, clock.now()),
     });
     return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };
   };

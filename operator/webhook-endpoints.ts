@@ -6,6 +6,7 @@
  * one) and one with `secretRef` waits, saying why. A finalizer deletes the record (and its delivery state) when the
  * resource goes.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import type pg from 'pg';
 import { inTransaction } from '../core/database.ts';
 import { WebhookEndpointSpec } from '../core/resources/kinds.ts';
@@ -96,7 +97,7 @@ export function webhookEndpointReconciler(
   pool: pg.Pool,
   store: ResourceStore,
   settings: WebhookEndpointSettings,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
 ) {
   return async (_name: string, resource: Resource | undefined): Promise<ReconcileResult> => {
     if (resource === undefined) return;
@@ -111,7 +112,7 @@ export function webhookEndpointReconciler(
     const outcome =
       invalid === undefined ? await converge(pool, store, fresh, settings) : ready('False', 'InvalidSpec', invalid);
     if (outcome === 'stale') return { requeueAfterMs: 0 };
-    await writeReady(store, fresh, outcome, clock());
+    await writeReady(store, fresh, outcome, clock.now());
     // Retried: a Secret, an application or room for the endpoint may come; a spec the schema refuses never will.
     return outcome.status === 'True' || invalid !== undefined ? undefined : { requeueAfterMs: 30_000 };
   };
