@@ -33,7 +33,8 @@ const Name = Type.String({ minLength: 1, maxLength: 100, description: 'What the 
 const ClientId = Type.String({
   pattern: '^[\\x21-\\x7E]{1,200}$',
   description:
-    "The client's own stable id for this phone (1 to 200 visible ASCII characters): registering again with it re-registers the same device",
+    "The client's own stable id for this phone (1 to 200 visible ASCII characters): " +
+    'registering again with it re-registers the same device',
 });
 
 export const Device = Type.Object({
@@ -116,7 +117,8 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
         case 'busy':
           throw new ApiError(
             'device_busy',
-            `device ${result.device.id} (clientId "${body.clientId}") is on a call: it can be registered again once the call ends`,
+            `device ${result.device.id} (clientId "${body.clientId}") is on a call: ` +
+              'it can be registered again once the call ends',
           );
         case 'reregistered':
           return { status: 200, body: deviceJson(result.device) };

@@ -64,8 +64,8 @@ function ownerColumn(owner: DeviceOwner): { column: 'member_id' | 'app_user_id';
 }
 
 /** A registration's lease: a renewal's for browser and mobile devices, none for a sip device (its binding counts). */
-const leaseOf = (kindParam: string) =>
-  `CASE WHEN ${kindParam} = 'sip' THEN NULL ELSE clock_timestamp() + make_interval(secs => ${presenceLeaseSeconds}) END`;
+const lease = `clock_timestamp() + make_interval(secs => ${presenceLeaseSeconds})`;
+const leaseOf = (kindParam: string) => `CASE WHEN ${kindParam} = 'sip' THEN NULL ELSE ${lease} END`;
 
 async function readDevice(db: Queryable, id: string): Promise<DeviceRow> {
   const result = await db.query<DeviceRow>(`SELECT ${columns} ${from} WHERE d.id = $1`, [id]);
@@ -187,11 +187,7 @@ export async function unregisterDevice(
 
 /** Renews a browser or mobile device's presence lease for `presenceLeaseSeconds` from now; the device after. */
 export async function renewPresence(db: Queryable, id: string): Promise<DeviceRow> {
-  await db.query(
-    `UPDATE devices SET presence_expires_at = clock_timestamp() + make_interval(secs => ${presenceLeaseSeconds})
-      WHERE id = $1`,
-    [id],
-  );
+  await db.query(`UPDATE devices SET presence_expires_at = ${lease} WHERE id = $1`, [id]);
   return readDevice(db, id);
 }
 
