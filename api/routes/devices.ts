@@ -10,7 +10,6 @@ import {
   deviceById,
   deviceJson,
   deviceKinds,
-  devicesPerPerson,
   type DeviceOwner,
   type DeviceRow,
   listDevices,
@@ -112,7 +111,7 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
         case 'limit':
           throw new ApiError(
             'limit_exceeded',
-            `at most ${devicesPerPerson} devices per person: unregister one before registering another`,
+            `at most ${result.allowed} devices per person (the workspace's limits.devicesPerUser): unregister one before registering another`,
           );
         case 'busy':
           throw new ApiError(

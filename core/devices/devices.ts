@@ -11,7 +11,6 @@ export type DeviceKind = 'browser' | 'mobile' | 'sip';
 export const deviceKinds: readonly DeviceKind[] = ['browser', 'mobile', 'sip'];
 
 /** At most this many devices per person (the next registration is 409 `limit_exceeded`). */
-export const devicesPerPerson = 10;
 /** How long a presence lease lasts from its renewal (the client library renews every 20 s). */
 export const presenceLeaseSeconds = 60;
 
@@ -81,13 +80,13 @@ export interface Registration {
 export type RegisterOutcome =
   | { outcome: 'created' | 'reregistered'; device: DeviceRow }
   | { outcome: 'busy'; device: DeviceRow }
-  | { outcome: 'limit' };
+  | { outcome: 'limit'; allowed: number };
 
 /**
  * Registers the owner's device (the owner locked by the caller, in its transaction). A `clientId` the owner has
  * already re-registers that device (kind and name replaced, lease restarted; its SIP credentials go when it stops
- * being a sip device), unless it is on a call (`busy`). Otherwise a new device, unless the owner has
- * `devicesPerPerson` already (`limit`).
+ * being a sip device), unless it is on a call (`busy`). Otherwise a new device, unless the owner has as many
+ * as the workspace's `limits.devicesPerUser` already (`limit`).
  */
 export async function registerDevice(
   db: Queryable,
@@ -114,10 +113,14 @@ export async function registerDevice(
       return { outcome: 'reregistered', device: await readDevice(db, existing.id) };
     }
   }
-  const counted = await db.query<{ count: number }>(`SELECT count(*)::int AS count FROM devices WHERE ${column} = $1`, [
-    ownerId,
-  ]);
-  if ((counted.rows[0]?.count ?? 0) >= devicesPerPerson) return { outcome: 'limit' };
+  // The workspace's limits.devicesPerUser (docs/foundation.md) holds for members and users alike.
+  const counted = await db.query<{ count: number; allowed: number }>(
+    `SELECT (SELECT count(*)::int FROM devices WHERE ${column} = $1) AS count,
+            (SELECT (limits->>'devicesPerUser')::int FROM workspaces WHERE id = $2) AS allowed`,
+    [ownerId, workspaceId],
+  );
+  const { count, allowed } = counted.rows[0] as { count: number; allowed: number };
+  if (count >= allowed) return { outcome: 'limit', allowed };
   const inserted = await db.query<{ id: string }>(
     `INSERT INTO devices (workspace_id, ${column}, kind, name, client_id, presence_expires_at)
           VALUES ($1, $2, $3, $4, $5, ${leaseOf('$3')}) RETURNING id`,

@@ -1,6 +1,6 @@
 /**
  * Operations 59-62 and 66 through HTTP (docs/phones.md): devices registered by user and member tokens, re-registered
- * by their clientId, refused while on a call (`device_busy`) and past 10 per person (`limit_exceeded`); each token
+ * by their clientId, refused while on a call (`device_busy`) and past the workspace's limits.devicesPerUser (`limit_exceeded`); each token
  * sees its own person's devices only, a key the whole workspace's; the 60-second presence lease; SIP credentials
  * shown once and kept sealed; a removed user's devices and credentials gone with the user.
  *
@@ -176,17 +176,17 @@ test('op 59: re-registering a device that is on a call is 409 device_busy; free 
   t.like(again.body, { id: device.id, name: 'New', busy: false });
 });
 
-test('op 59: the 11th device of a person is 409 limit_exceeded; unregistering one makes room', async (t) => {
+test('op 59: a person has at most limits.devicesPerUser devices (default 5): one more is 409 limit_exceeded; unregistering one makes room', async (t) => {
   const setup = await workspaceWithUser(service);
   const alice = await userToken(setup);
   const devices = [];
-  for (let index = 0; index < 10; index += 1) {
+  for (let index = 0; index < 5; index += 1) {
     devices.push(await registered(alice, { kind: 'browser', clientId: `tab-${index}` }));
   }
-  const eleventh = await register(alice, { kind: 'browser', clientId: 'tab-10' });
-  isError(t, eleventh, 409, 'limit_exceeded');
-  t.regex(eleventh.body.error.message, /10 devices/);
-  // Re-registering one it has is not an 11th.
+  const sixth = await register(alice, { kind: 'browser', clientId: 'tab-5' });
+  isError(t, sixth, 409, 'limit_exceeded');
+  t.regex(sixth.body.error.message, /at most 5 devices/);
+  // Re-registering one it has is not one more.
   t.is((await register(alice, { kind: 'mobile', clientId: 'tab-3' })).status, 200);
   // The limit is per person: another person of the workspace still registers.
   const bob = await userToken(setup, 'bob');
@@ -195,17 +195,29 @@ test('op 59: the 11th device of a person is 409 limit_exceeded; unregistering on
   const removed = await service.request('DELETE', `/api/v1/devices/${devices[0]?.id}`, { auth: alice });
   t.is(removed.status, 200, removed.text);
   t.is(removed.body.id, devices[0]?.id);
-  t.is((await register(alice, { kind: 'browser', clientId: 'tab-10' })).status, 201);
+  t.is((await register(alice, { kind: 'browser', clientId: 'tab-5' })).status, 201);
   isError(t, await register(alice, { kind: 'browser' }), 409, 'limit_exceeded');
+
+  // The workspace's limit decides: raised to 7, two more fit, and no third.
+  const raised = await service.request('PATCH', `/api/v1/workspaces/${setup.workspace.id}`, {
+    auth: setup.apiKey,
+    body: { limits: { devicesPerUser: 7 } },
+  });
+  t.is(raised.status, 200, raised.text);
+  t.is((await register(alice, { kind: 'browser' })).status, 201);
+  t.is((await register(alice, { kind: 'browser' })).status, 201);
+  const eighth = await register(alice, { kind: 'browser' });
+  isError(t, eighth, 409, 'limit_exceeded');
+  t.regex(eighth.body.error.message, /at most 7 devices/);
 });
 
 test('op 59: registrations of one person at the same time never pass the limit', async (t) => {
   const setup = await workspaceWithUser(service);
   const alice = await userToken(setup);
-  const answers = await Promise.all(Array.from({ length: 16 }, () => register(alice, { kind: 'browser' })));
-  t.is(answers.filter((answer) => answer.status === 201).length, 10);
+  const answers = await Promise.all(Array.from({ length: 12 }, () => register(alice, { kind: 'browser' })));
+  t.is(answers.filter((answer) => answer.status === 201).length, 5);
   for (const answer of answers.filter((one) => one.status !== 201)) isError(t, answer, 409, 'limit_exceeded');
-  t.is((await list(alice)).body.data.length, 10);
+  t.is((await list(alice)).body.data.length, 5);
 });
 
 test("a token sees and acts on its own person's devices only: another person's is 404", async (t) => {
