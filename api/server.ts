@@ -14,6 +14,7 @@ import type { Services } from './route.ts';
 import { aiAgentRoutes } from './routes/ai-agents.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
 import { callRoutes } from './routes/calls.ts';
+import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { numberRoutes } from './routes/numbers.ts';
@@ -76,6 +77,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   scheduleRoutes(app, services);
   aiAgentRoutes(app, services);
   callRoutes(app, services);
+  deviceRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

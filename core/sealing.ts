@@ -1,8 +1,9 @@
 /**
- * Sealing for secrets the service must read back (webhook signing secrets, carriers' SIP passwords, AI providers' API
- * keys, stored idempotent answers): AES-256-GCM under a key derived from the service secret for that purpose alone
- * (core/service-secret.ts). `v1.<iv>.<tag>.<ciphertext>`, base64url. Associated data, when given, binds a sealed value
- * to where it is kept: the same data must be given to open it, so a sealed value moved to another record fails.
+ * Sealing for secrets the service must read back (webhook signing secrets, carriers' and SIP devices' passwords, AI
+ * providers' API keys, stored idempotent answers): AES-256-GCM under a key derived from the service secret for that
+ * purpose alone (core/service-secret.ts). `v1.<iv>.<tag>.<ciphertext>`, base64url. Associated data, when given, binds
+ * a sealed value to where it is kept: the same data must be given to open it, so a sealed value moved to another
+ * record fails.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 

@@ -16,6 +16,8 @@ export interface SigningKeys {
   providerSecrets: Uint8Array;
   /** Encrypts carriers' SIP passwords at rest. */
   carrierSecrets: Uint8Array;
+  /** Encrypts SIP devices' registration passwords at rest (the registrar reads them back to check a digest). */
+  sipPasswords: Uint8Array;
   /** Encrypts the stored answers of mutations (idempotency records) at rest. */
   idempotentAnswers: Uint8Array;
 }
@@ -37,6 +39,7 @@ export async function loadSigningKeys(db: Queryable, configured: string | undefi
     webhookSecrets: derive(secret, 'webhook signing secrets'),
     providerSecrets: derive(secret, 'AI provider API keys'),
     carrierSecrets: derive(secret, 'carrier SIP passwords'),
+    sipPasswords: derive(secret, 'SIP device passwords'),
     idempotentAnswers: derive(secret, 'idempotent answers'),
   };
 }

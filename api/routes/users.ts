@@ -89,7 +89,8 @@ export function userRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      // No new tokens from now on (minting checks the user); tokens already issued live to their expiry.
+      // No new tokens from now on (minting checks the user); tokens already issued live to their expiry. Their
+      // devices and SIP credentials go in the same transaction (docs/phones.md).
       const row = await removeUser(context.db, workspace.id, context.params.id);
       if (row === undefined) throw notFound('user');
       return { status: 200, body: userJson(row) };

@@ -83,6 +83,15 @@ export async function memberById(db: Queryable, workspaceId: string, id: unknown
   return result.rows[0];
 }
 
+/** Locks the workspace's member for the rest of the transaction (registrations of their devices take turns). */
+export async function lockMember(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
+  const result = await db.query('SELECT 1 FROM members WHERE id = $1 AND workspace_id = $2 FOR NO KEY UPDATE', [
+    id,
+    workspaceId,
+  ]);
+  return result.rowCount === 1;
+}
+
 /** The workspace's member with this email (in any case), for a member session. */
 export async function memberByEmail(
   db: Queryable,

@@ -3,6 +3,7 @@
  * 11-14). A removed user stays, marked `removed_at`, and is no longer found.
  */
 import type { Queryable } from '../database.ts';
+import { removeUserDevices } from '../devices/devices.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 
 export interface UserRow {
@@ -53,14 +54,31 @@ export async function userById(db: Queryable, workspaceId: string, id: unknown):
   return result.rows[0];
 }
 
-/** Marks the user removed; undefined when the workspace has no such user (or it was removed already). */
+/**
+ * Marks the user removed and deletes their devices with their SIP credentials (core/devices/devices.ts); `db` is
+ * the transaction both happen in. Undefined when the workspace has no such user (or it was removed already).
+ */
 export async function removeUser(db: Queryable, workspaceId: string, id: unknown): Promise<UserRow | undefined> {
   const result = await db.query<UserRow>(
     `UPDATE app_users SET removed_at = clock_timestamp()
           WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL RETURNING ${columns}`,
     [id, workspaceId],
   );
-  return result.rows[0];
+  const row = result.rows[0];
+  if (row !== undefined) await removeUserDevices(db, row.id);
+  return row;
+}
+
+/**
+ * Locks the workspace's user for the rest of the transaction, unless removed: registrations of one user's devices
+ * take turns, and a removal waits for a registration under way (and the other way round). False when not found.
+ */
+export async function lockLiveUser(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
+  const result = await db.query(
+    'SELECT 1 FROM app_users WHERE id = $1 AND workspace_id = $2 AND removed_at IS NULL FOR NO KEY UPDATE',
+    [id, workspaceId],
+  );
+  return result.rowCount === 1;
 }
 
 /** Of `ids` (UUIDs), the workspace's users that are not removed (routing plans' checks). */

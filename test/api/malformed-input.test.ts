@@ -186,7 +186,21 @@ test('a corpus of malformed requests over every implemented operation of /openap
   const page = await api('GET', '/api/v1/users?limit=1');
   t.is(typeof page.nextCursor, 'string');
 
+  // A user token for the operations only user and member tokens take (devices), and a device of that user.
+  const session = await api('POST', '/api/v1/sessions', {
+    externalWorkspaceId: setup.workspace.externalWorkspaceId,
+    externalUserId: 'alice',
+    scopes: ['devices:*'],
+  });
+  const userAuth = { ...auth, authorization: `Bearer ${session.token}` };
+  const device = await service.request('POST', '/api/v1/devices', {
+    auth: session.token,
+    body: { kind: 'browser', clientId: 'corpus' },
+  });
+  t.is(device.status, 201, device.text);
+
   const existing = new Map<string, string>([
+    ['/api/v1/devices', device.body.id],
     ['/api/v1/workspaces', setup.workspace.id],
     ['/api/v1/users', setup.user.id],
     ['/api/v1/members', member.id],
@@ -222,6 +236,7 @@ test('a corpus of malformed requests over every implemented operation of /openap
     const kinds = operation.security.flatMap((requirement) => Object.keys(requirement));
     if (kinds.includes('applicationKey')) return auth;
     if (kinds.includes('memberLogin')) return { ...auth, authorization: `Bearer ${login}` };
+    if (kinds.includes('userToken')) return userAuth;
     throw new Error(`${operation.operationId}: no credential of this test fits ${kinds.join(', ')}`);
   };
 

@@ -66,8 +66,17 @@ test('every operation whose body may be left out takes an empty JSON body as no 
   const documentAnswer = await service.request('GET', '/openapi.json');
   const operations = documentOperations(documentAnswer.body).filter((operation) => operation.implemented);
 
-  const credential = (operation: DocumentOperation) =>
-    operation.security.some((requirement) => 'applicationKey' in requirement) ? setup.apiKey : login;
+  // A user token for the operations only user and member tokens take (devices).
+  const session = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
+  });
+  t.is(session.status, 201, session.text);
+  const credential = (operation: DocumentOperation) => {
+    if (operation.security.some((requirement) => 'applicationKey' in requirement)) return setup.apiKey;
+    if (operation.security.some((requirement) => 'userToken' in requirement)) return session.body.token as string;
+    return login;
+  };
   /** The operation's request with unknown ids in the path (nothing is changed but what a POST creates). */
   const send = (operation: DocumentOperation, body: { rawBody: string; headers: Record<string, string> } | object) =>
     service.request(

@@ -127,7 +127,20 @@ test('no credential is in a dump of the whole database, and every answer that sh
       201,
     ),
   };
-  const answers = { ...shown, ...more };
+  // A SIP device's credentials (op 66), issued with a user token holding devices:*.
+  const deviceToken = (
+    await mutation('POST', '/api/v1/sessions', { auth: apiKey, body: { ...sessionBody, scopes: ['devices:*'] } }, 201)
+  ).answer.body.token as string;
+  const desk = await mutation('POST', '/api/v1/devices', { auth: deviceToken, body: { kind: 'sip' } }, 201);
+  const sip = {
+    'SIP device password (op 66)': await mutation(
+      'POST',
+      `/api/v1/devices/${desk.answer.body.id}/sip-credentials`,
+      { auth: deviceToken },
+      201,
+    ),
+  };
+  const answers = { ...shown, ...more, ...sip };
   const providerKey = `sk-live-${randomUUID()}`;
   await mutation(
     'POST',
@@ -158,6 +171,7 @@ test('no credential is in a dump of the whole database, and every answer that sh
     'member token (op 2)': answers['member token (op 2)'].answer.body.token,
     'webhook signing secret (create)': answers['webhook signing secret (create)'].answer.body.signingSecret,
     'webhook signing secret (rotate)': answers['webhook signing secret (rotate)'].answer.body.signingSecret,
+    'SIP device password (op 66)': answers['SIP device password (op 66)'].answer.body.password,
   };
   for (const [what, credential] of Object.entries(credentials)) {
     t.true(typeof credential === 'string' && credential.length >= 20, `${what} was shown`);
