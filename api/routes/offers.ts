@@ -5,6 +5,7 @@
  * The long-poll holds no database connection while it waits (api/offer-waiters.ts).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Gauge } from 'prom-client';
 import { Type } from 'typebox';
 import { deviceById } from '../../core/devices/devices.ts';
 import {
@@ -27,6 +28,10 @@ import { tokenOwner } from './devices.ts';
 export const longPollSeconds = 10;
 /** The longest SDP answer taken: a browser's is a few kilobytes. */
 export const maxSdpLength = 32_768;
+
+const uuidPattern = '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}';
+/** At most this many ids in `known`. */
+const maxKnown = 50;
 
 const IceServer = Type.Object({
   urls: Type.Union([Type.String(), Type.Array(Type.String())]),
@@ -56,8 +61,17 @@ const OffersQuery = Type.Object(
       minimum: 0,
       maximum: longPollSeconds,
       default: longPollSeconds,
-      description: `Seconds to hold the request when no offer waits (0 to ${longPollSeconds}); answers at once when one does`,
+      description: `Seconds to hold the request while nothing changed (0 to ${longPollSeconds})`,
     }),
+    known: Type.Optional(
+      Type.String({
+        pattern: `^${uuidPattern}(,${uuidPattern}){0,${maxKnown - 1}}$`,
+        description:
+          'Ids of the offers the device already shows, comma-separated (at most 50): the request holds while the ' +
+          'waiting offers are exactly these, and answers once one is added or gone. Without it, it answers as ' +
+          'soon as any offer waits',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -124,6 +138,16 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   // Before the server waits for requests in flight: the long-polls answer with what they have.
   app.addHook('preClose', async () => waiters.stopWaiting());
   app.addHook('onClose', () => waiters.close());
+  if (services.registry !== undefined) {
+    new Gauge({
+      name: 'switchboard_offer_long_polls',
+      help: 'Long-polls of offers (GET /devices/{id}/offers) waiting in this process',
+      registers: [services.registry],
+      collect() {
+        this.set(waiters.size);
+      },
+    });
+  }
 
   defineOperation(app, services, 'pollOffers', {
     schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(Offer) } },
@@ -132,7 +156,14 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
       const owner = tokenOwner(context.principal);
       const device = await deviceById(context.db, workspace.id, owner, context.params.id as string);
       if (device === undefined) throw notFound('device');
-      const { limit, cursor, wait } = context.query as { limit: number; cursor?: string; wait: number };
+      const { limit, cursor, wait, known } = context.query as {
+        limit: number;
+        cursor?: string;
+        wait: number;
+        known?: string;
+      };
+      const shown = new Set(known?.toLowerCase().split(',') ?? []);
+      const changed = (rows: OfferRow[]) => rows.length !== shown.size || rows.some((row) => !shown.has(row.id));
       const read = () =>
         listPage<OfferRow>({
           key: services.keys.cursors,
@@ -145,7 +176,8 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
         status: 200,
         body: { data: page.rows.map(offerJson), nextCursor: page.nextCursor },
       });
-      // A next page, or no wait asked: what there is now.
+      // A next page, or no wait asked: what there is now. Otherwise what there is once it differs from what the
+      // device shows (`known`, none by default), or after the wait.
       if (cursor !== undefined || wait === 0) return answer(await read());
       const until = Date.now() + wait * 1000;
       // Watching before the first read: an offer made between the read and the wait still wakes it.
@@ -155,7 +187,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
         for (;;) {
           const page = await read();
           const left = until - Date.now();
-          if (page.rows.length > 0 || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
+          if (changed(page.rows) || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
           await watch.next(left, gone.signal);
         }
       } finally {
