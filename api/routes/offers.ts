@@ -33,12 +33,6 @@ const uuidPattern = '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}
 /** At most this many ids in `known`. */
 const maxKnown = 50;
 
-const IceServer = Type.Object({
-  urls: Type.Union([Type.String(), Type.Array(Type.String())]),
-  username: Type.Optional(Type.String()),
-  credential: Type.Optional(Type.String()),
-});
-
 const Offer = Type.Object({
   id: Uuid,
   callId: Uuid,
@@ -47,7 +41,6 @@ const Offer = Type.Object({
   from: Type.String({ description: "The call's from" }),
   to: Type.String({ description: "The call's to" }),
   sdp: Type.String({ description: "The engine's WebRTC SDP offer for this device" }),
-  iceServers: Type.Array(IceServer, { description: 'STUN and TURN servers for the RTCPeerConnection' }),
   state: Type.Enum([...offerStates], { description: 'offered, accepted, declined, withdrawn or expired' }),
   expiresAt: DateTime,
   createdAt: DateTime,

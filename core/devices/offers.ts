@@ -19,13 +19,6 @@ import { deviceById, type DeviceOwner, setDeviceBusy } from './devices.ts';
 export type OfferState = 'offered' | 'accepted' | 'declined' | 'withdrawn' | 'expired';
 export const offerStates: readonly OfferState[] = ['offered', 'accepted', 'declined', 'withdrawn', 'expired'];
 
-/** An ICE server as RTCPeerConnection takes it (STUN or TURN), handed to the device with the offer. */
-export interface IceServer {
-  urls: string | string[];
-  username?: string;
-  credential?: string;
-}
-
 export interface OfferRow {
   id: string;
   call_id: string;
@@ -33,7 +26,6 @@ export interface OfferRow {
   workspace_id: string;
   ring_seq: number;
   sdp_offer: string;
-  ice_servers: IceServer[];
   state: OfferState;
   sdp_answer: string | null;
   expires_at: Date;
@@ -45,7 +37,7 @@ export interface OfferRow {
   cursor_ts: string;
 }
 
-const offerColumns = `o.id, o.call_id, o.device_id, o.workspace_id, o.ring_seq, o.sdp_offer, o.ice_servers, o.state,
+const offerColumns = `o.id, o.call_id, o.device_id, o.workspace_id, o.ring_seq, o.sdp_offer, o.state,
   o.sdp_answer, o.expires_at, o.created_at, o.decided_at, c.from_number, c.to_number, c.ended_at AS call_ended_at,
   o.created_at::text AS cursor_ts`;
 const offerFrom = 'FROM offers o JOIN calls c ON c.id = o.call_id';
@@ -61,7 +53,6 @@ export function offerJson(row: OfferRow) {
     from: row.from_number.slice(0, 64) || 'anonymous',
     to: row.to_number.slice(0, 64) || 'unknown',
     sdp: row.sdp_offer,
-    iceServers: row.ice_servers,
     state: row.state,
     expiresAt: row.expires_at.toISOString(),
     createdAt: row.created_at.toISOString(),
@@ -152,7 +143,6 @@ export interface NewOffers {
   ringSeq: number;
   /** The devices to offer the call to, each with the SDP offer of its own WebRTC leg. */
   devices: readonly { deviceId: string; sdpOffer: string }[];
-  iceServers: readonly IceServer[];
   expiresAt: Date;
 }
 
@@ -188,16 +178,15 @@ export async function makeOffers(pool: pg.Pool, input: NewOffers): Promise<MadeO
     const offered = new Set(eligible.rows.map(({ id }) => id));
     const chosen = given.filter(([deviceId]) => offered.has(deviceId));
     const inserted = await db.query<Changed>(
-      `INSERT INTO offers (call_id, device_id, workspace_id, ring_seq, sdp_offer, ice_servers, expires_at)
-       SELECT $1, d.device_id, $2, $3, d.sdp, $4::jsonb, $5
-         FROM unnest($6::uuid[], $7::text[]) AS d (device_id, sdp)
+      `INSERT INTO offers (call_id, device_id, workspace_id, ring_seq, sdp_offer, expires_at)
+       SELECT $1, d.device_id, $2, $3, d.sdp, $4
+         FROM unnest($5::uuid[], $6::text[]) AS d (device_id, sdp)
        ON CONFLICT (call_id, ring_seq, device_id) DO NOTHING
        RETURNING id, device_id, call_id, state`,
       [
         input.callId,
         input.workspaceId,
         input.ringSeq,
-        JSON.stringify(input.iceServers),
         input.expiresAt,
         chosen.map(([deviceId]) => deviceId),
         chosen.map(([, sdp]) => sdp),

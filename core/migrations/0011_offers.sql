@@ -1,7 +1,7 @@
 -- Up Migration
 
 -- Offers (docs/phones.md): one device asked to take one call in one round of the `ring` step, with the engine's
--- WebRTC SDP offer for that device's leg and the ICE servers the device should use. `offered` while it rings; then
+-- WebRTC SDP offer for that device's leg. `offered` while it rings; then
 -- `accepted` (the device's SDP answer kept), `declined` by the device, `withdrawn` (another device of the call won,
 -- the caller hung up, the round ended, the device's presence lapsed) or `expired` (its expires_at passed). Every
 -- change of a call's offers takes the call row's lock first (core/devices/offers.ts), so the first accept wins.
@@ -13,7 +13,6 @@ CREATE TABLE offers (
   -- The round of the ring step (call.ringing's ring.ringSeq).
   ring_seq integer NOT NULL CHECK (ring_seq > 0),
   sdp_offer text NOT NULL,
-  ice_servers jsonb NOT NULL DEFAULT '[]',
   state text NOT NULL DEFAULT 'offered' CHECK (state IN ('offered', 'accepted', 'declined', 'withdrawn', 'expired')),
   sdp_answer text,
   expires_at timestamptz NOT NULL,

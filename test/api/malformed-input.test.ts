@@ -236,7 +236,6 @@ test('a corpus of malformed requests over every implemented operation of /openap
       workspaceId: setup.workspace.id,
       ringSeq: 1,
       devices: [{ deviceId: device.body.id, sdpOffer }],
-      iceServers: [],
       expiresAt: new Date(Date.now() + 3_600_000),
     });
     t.is(made.offers.length, 1);

@@ -101,7 +101,6 @@ function offer(setup: Setup, call: CallRow, deviceIds: string[], more: Partial<N
     workspaceId: setup.workspace.id,
     ringSeq: 1,
     devices: deviceIds.map((deviceId) => ({ deviceId, sdpOffer })),
-    iceServers: [{ urls: 'stun:stun.example.com:3478' }],
     expiresAt: new Date(Date.now() + 60_000),
     ...more,
   });
@@ -170,7 +169,6 @@ test.serial(
           from: call.from_number,
           to: call.to_number,
           sdp: sdpOffer,
-          iceServers: [{ urls: 'stun:stun.example.com:3478' }],
           state: 'offered',
           expiresAt: expiresAt.toISOString(),
           createdAt: made.offers[0]?.created_at.toISOString(),
