@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type pg from 'pg';
+import type { Registry } from 'prom-client';
 import type { TSchema } from 'typebox';
 import type { Config } from '../core/config.ts';
 import type { Queryable } from '../core/database.ts';
@@ -32,6 +33,8 @@ export interface Services {
   implemented: Map<string, OperationSchemas>;
   /** How long a hangup waits for the engine (default 5 s); tests lengthen it to hold hangups waiting. */
   hangupWaitMs?: number;
+  /** The process's Prometheus registry, for the API's own gauges (the long-polls waiting). */
+  registry?: Registry;
 }
 
 export interface OperationSchemas {

@@ -18,6 +18,7 @@ import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { numberRoutes } from './routes/numbers.ts';
+import { offerRoutes } from './routes/offers.ts';
 import { queueRoutes } from './routes/queues.ts';
 import { routingPlanRoutes } from './routes/routing-plans.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
@@ -78,6 +79,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   aiAgentRoutes(app, services);
   callRoutes(app, services);
   deviceRoutes(app, services);
+  offerRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

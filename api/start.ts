@@ -22,6 +22,7 @@ export function startApi(
     keys: context.keys,
     logins: config.oidc ? new LoginVerifier(config.oidc) : undefined,
     implemented: new Map(),
+    registry: context.registry,
     // Without a cluster the custom resources live in PostgreSQL, written in the request's own transaction.
     resources: (db) => cluster?.store ?? new PostgresResourceStore(db),
     ...(options.hangupWaitMs === undefined ? {} : { hangupWaitMs: options.hangupWaitMs }),

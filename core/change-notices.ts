@@ -12,6 +12,12 @@ export const credentialChannel = 'switchboard_credentials';
 export const callControlChannel = 'switchboard_call_control';
 /** A call whose hangup the API asked for has ended: the call id. The API's waiting hangups wake on it (docs/calls.md). */
 export const callEndedChannel = 'switchboard_call_ended';
+/**
+ * A device's offer was made or changed (offered, accepted, declined, withdrawn, expired): `{ deviceId, callId,
+ * offerId, state }` as JSON (core/devices/offers.ts). The API's waiting long-polls wake on the device id; the engine
+ * that owns the call hears its accept by the call id.
+ */
+export const offerChannel = 'switchboard_offers';
 
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, payload]);

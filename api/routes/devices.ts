@@ -73,7 +73,7 @@ function ownerOf(principal: Principal): DeviceOwner | undefined {
   return token.kind === 'member' ? { memberId: token.subjectId } : { userId: token.subjectId };
 }
 
-function tokenOwner(principal: Principal): DeviceOwner {
+export function tokenOwner(principal: Principal): DeviceOwner {
   const owner = ownerOf(principal);
   // The operations calling this take user and member tokens only (api/operations.ts).
   if (owner === undefined) throw new ApiError('forbidden', 'a device is registered with a user or member token');

@@ -195,8 +195,8 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
 }
 
 /**
- * Marks a device on a call (or free with null). Nothing calls this yet but the tests: calls do not ring devices
- * until the `ring` step is built (docs/phones.md).
+ * Marks a device on a call (or free with null). An accepted offer sets it (core/devices/offers.ts); freeing it
+ * when the call ends is the `ring` step's, not built yet (docs/phones.md).
  */
 export async function setDeviceBusy(db: Queryable, id: string, callId: string | null): Promise<void> {
   await db.query('UPDATE devices SET busy_call_id = $2, updated_at = clock_timestamp() WHERE id = $1', [id, callId]);

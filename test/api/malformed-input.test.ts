@@ -10,6 +10,8 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import test from 'ava';
+import { startCall } from '../../core/calls/calls.ts';
+import { makeOffers } from '../../core/devices/offers.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
 import { startOidcIssuer, type OidcIssuer } from '../helpers/oidc-issuer.ts';
@@ -70,6 +72,21 @@ function send(url: URL, probe: Probe, defaults: Record<string, string>): Promise
     outgoing.end(probe.body);
   });
 }
+
+/** An SDP offer as the engine makes one, and a browser's answer to it (shortened). */
+const sdpOffer = [
+  'v=0',
+  'o=- 4611731400430051336 2 IN IP4 127.0.0.1',
+  's=-',
+  't=0 0',
+  'm=audio 9 UDP/TLS/RTP/SAVPF 111 0',
+  'c=IN IP4 0.0.0.0',
+  'a=rtpmap:111 opus/48000/2',
+  'a=rtpmap:0 PCMU/8000',
+  'a=sendrecv',
+  '',
+].join('\r\n');
+const sdpAnswer = sdpOffer.replace('4611731400430051336', '8402283922311234567');
 
 /** What is wrong with an answer, or undefined when it is a fine answer to bad input. */
 function problemWith(reply: Pick<Reply, 'status' | 'text'> & { contentType: string | undefined }): string | undefined {
@@ -198,9 +215,36 @@ test('a corpus of malformed requests over every implemented operation of /openap
     body: { kind: 'browser', clientId: 'corpus' },
   });
   t.is(device.status, 201, device.text);
+  // Two calls offered to that device: the probes act on the first offer (one may accept or decline it); the second
+  // keeps an offer waiting, so that the device's long-polls answer at once instead of holding for 10 s each.
+  const offerIds: string[] = [];
+  for (const sipCallId of [randomUUID(), randomUUID()]) {
+    const call = await startCall(service.pool, {
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      direction: 'inbound',
+      from: '+14155550100',
+      to: claimed,
+      phoneNumberId: number.id,
+      routingPlanId: null,
+      routingPlanVersion: null,
+      engineOwner: 'engine-corpus',
+      sipCallId,
+    });
+    const made = await makeOffers(service.pool, {
+      callId: call.id,
+      workspaceId: setup.workspace.id,
+      ringSeq: 1,
+      devices: [{ deviceId: device.body.id, sdpOffer }],
+      expiresAt: new Date(Date.now() + 3_600_000),
+    });
+    t.is(made.offers.length, 1);
+    offerIds.push((made.offers[0] as { id: string }).id);
+  }
 
   const existing = new Map<string, string>([
     ['/api/v1/devices', device.body.id],
+    ['/api/v1/offers', offerIds[0] as string],
     ['/api/v1/workspaces', setup.workspace.id],
     ['/api/v1/users', setup.user.id],
     ['/api/v1/members', member.id],
@@ -225,6 +269,7 @@ test('a corpus of malformed requests over every implemented operation of /openap
       phoneNumberId: number.id,
       members: [member.id],
       connection: { url: 'https://ai.example.com/realtime' },
+      sdp: sdpAnswer,
     },
   };
 

@@ -1,0 +1,228 @@
+/**
+ * Operations 63-65: a device's offers (docs/phones.md, "Offers"). A user or member token long-polls its own device's
+ * waiting offers (another person's device or offer is 404), accepts one with the device's SDP answer (the first
+ * accept of a call wins) or declines it. Offers are made by the `ring` step (core/devices/offers.ts `makeOffers`).
+ * The long-poll holds no database connection while it waits (api/offer-waiters.ts).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Gauge } from 'prom-client';
+import { Type } from 'typebox';
+import { deviceById } from '../../core/devices/devices.ts';
+import {
+  acceptOffer,
+  declineOffer,
+  type OfferDecision,
+  offerJson,
+  type OfferRow,
+  offerStates,
+  waitingOffers,
+} from '../../core/devices/offers.ts';
+import { ApiError, notFound } from '../../core/errors.ts';
+import { OfferWaiters } from '../offer-waiters.ts';
+import { ListQuery, listPage, pageOf } from '../pagination.ts';
+import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { tokenOwner } from './devices.ts';
+
+/** The longest a long-poll holds (the `wait` query's default and maximum). */
+export const longPollSeconds = 10;
+/** The longest SDP answer taken: a browser's is a few kilobytes. */
+export const maxSdpLength = 32_768;
+
+const uuidPattern = '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}';
+/** At most this many ids in `known`. */
+const maxKnown = 50;
+
+const Offer = Type.Object({
+  id: Uuid,
+  callId: Uuid,
+  deviceId: Uuid,
+  ringSeq: Type.Integer({ minimum: 1, description: "The ring step's round (call.ringing's ring.ringSeq)" }),
+  from: Type.String({ description: "The call's from" }),
+  to: Type.String({ description: "The call's to" }),
+  sdp: Type.String({ description: "The engine's WebRTC SDP offer for this device" }),
+  state: Type.Enum([...offerStates], { description: 'offered, accepted, declined, withdrawn or expired' }),
+  expiresAt: DateTime,
+  createdAt: DateTime,
+  decidedAt: Type.Union([DateTime, Type.Null()]),
+});
+
+const OffersQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    wait: Type.Integer({
+      minimum: 0,
+      maximum: longPollSeconds,
+      default: longPollSeconds,
+      description: `Seconds to hold the request while nothing changed (0 to ${longPollSeconds})`,
+    }),
+    known: Type.Optional(
+      Type.String({
+        pattern: `^${uuidPattern}(,${uuidPattern}){0,${maxKnown - 1}}$`,
+        description:
+          'Ids of the offers the device already shows, comma-separated (at most 50): the request holds while the ' +
+          'waiting offers are exactly these, and answers once one is added or gone. Without it, it answers as ' +
+          'soon as any offer waits',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const SdpAnswer = Type.String({
+  minLength: 1,
+  maxLength: maxSdpLength,
+  description: "The device's SDP answer (v=0, an audio m-line)",
+});
+
+/** What is wrong with an SDP answer, or undefined when it is plausible: `v=0` first, an audio m-line, an origin. */
+export function sdpProblem(sdp: string): string | undefined {
+  const lines = sdp.split(/\r?\n/).filter((line) => line !== '');
+  if (lines[0] !== 'v=0') return 'body.sdp must be an SDP answer starting with the line v=0';
+  if (!lines.some((line) => /^o=\S+ \d+ \d+ IN IP[46] \S+$/.test(line))) {
+    return 'body.sdp must have an origin line (o=<username> <session id> <version> IN IP4|IP6 <address>)';
+  }
+  if (!lines.some((line) => /^m=audio \d{1,5}(\/\d+)? [A-Za-z0-9/]+( \S+)+$/.test(line))) {
+    return 'body.sdp must have an audio media line (m=audio <port> <protocol> <formats>)';
+  }
+  const bad = lines.find((line) => !/^[a-z]=/.test(line));
+  if (bad !== undefined) return `body.sdp has a line that is not <type>=<value>: "${bad.slice(0, 40)}"`;
+  return undefined;
+}
+
+/** Aborts when the client closes the request's connection before it is answered. */
+function clientGone(request: FastifyRequest): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const socket = request.raw.socket;
+  const onClose = () => controller.abort();
+  if (socket.destroyed) controller.abort();
+  else socket.once('close', onClose);
+  return { signal: controller.signal, release: () => socket.off('close', onClose) };
+}
+
+function refuse(decision: Exclude<OfferDecision, { outcome: 'done' }>, offerId: string, doing: string): never {
+  switch (decision.outcome) {
+    case 'not_found':
+      throw notFound('offer');
+    case 'call_ended':
+      throw new ApiError('call_ended', `call ${decision.offer.call_id} has ended: offer ${offerId} cannot be ${doing}`);
+    case 'conflict': {
+      const { state } = decision.offer;
+      const why =
+        state === 'offered'
+          ? 'it expired'
+          : state === 'withdrawn'
+            ? 'it was withdrawn (another device answered the call, or its round ended)'
+            : `it was ${state}`;
+      throw new ApiError('call_conflict', `offer ${offerId} cannot be ${doing}: ${why}`);
+    }
+    case 'busy':
+      throw new ApiError(
+        'device_busy',
+        `device ${decision.offer.device_id} is on another call (${decision.busyCallId}): it can answer once that call ends`,
+      );
+  }
+}
+
+export function offerRoutes(app: FastifyInstance, services: Services) {
+  // Waiting long-polls hear offers of their device through one listening connection for the process.
+  const waiters = new OfferWaiters(services.databaseUrl, (message) => app.log.warn(message));
+  app.addHook('onReady', () => waiters.start());
+  // Before the server waits for requests in flight: the long-polls answer with what they have.
+  app.addHook('preClose', async () => waiters.stopWaiting());
+  app.addHook('onClose', () => waiters.close());
+  if (services.registry !== undefined) {
+    new Gauge({
+      name: 'switchboard_offer_long_polls',
+      help: 'Long-polls of offers (GET /devices/{id}/offers) waiting in this process',
+      registers: [services.registry],
+      collect() {
+        this.set(waiters.size);
+      },
+    });
+  }
+
+  defineOperation(app, services, 'pollOffers', {
+    schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(Offer) } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const owner = tokenOwner(context.principal);
+      const device = await deviceById(context.db, workspace.id, owner, context.params.id as string);
+      if (device === undefined) throw notFound('device');
+      const { limit, cursor, wait, known } = context.query as {
+        limit: number;
+        cursor?: string;
+        wait: number;
+        known?: string;
+      };
+      const shown = new Set(known?.toLowerCase().split(',') ?? []);
+      const changed = (rows: OfferRow[]) => rows.length !== shown.size || rows.some((row) => !shown.has(row.id));
+      const read = () =>
+        listPage<OfferRow>({
+          key: services.keys.cursors,
+          list: 'offers',
+          owner: device.id,
+          query: { limit, ...(cursor !== undefined ? { cursor } : {}) },
+          read: (window) => waitingOffers(services.pool, device.id, window),
+        });
+      const answer = (page: Awaited<ReturnType<typeof read>>) => ({
+        status: 200,
+        body: { data: page.rows.map(offerJson), nextCursor: page.nextCursor },
+      });
+      // A next page, or no wait asked: what there is now. Otherwise what there is once it differs from what the
+      // device shows (`known`, none by default), or after the wait.
+      if (cursor !== undefined || wait === 0) return answer(await read());
+      const until = Date.now() + wait * 1000;
+      // Watching before the first read: an offer made between the read and the wait still wakes it.
+      const watch = waiters.watch(device.id);
+      const gone = clientGone(context.request);
+      try {
+        for (;;) {
+          const page = await read();
+          const left = until - Date.now();
+          if (changed(page.rows) || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
+          await watch.next(left, gone.signal);
+        }
+      } finally {
+        gone.release();
+        watch.stop();
+      }
+    },
+  });
+
+  defineOperation(app, services, 'acceptOffer', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object({ sdp: SdpAnswer }, { additionalProperties: false }),
+      response: { 200: Offer },
+    },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const owner = tokenOwner(context.principal);
+      const sdp = context.body.sdp as string;
+      const problem = sdpProblem(sdp);
+      if (problem !== undefined) throw new ApiError('invalid_request', problem);
+      const offerId = context.params.id as string;
+      const decision = await acceptOffer(context.db, workspace.id, owner, offerId, sdp);
+      if (decision.outcome !== 'done') refuse(decision, offerId, 'accepted');
+      return { status: 200, body: offerJson(decision.offer) };
+    },
+  });
+
+  defineOperation(app, services, 'declineOffer', {
+    schemas: {
+      params: IdParams,
+      body: Type.Object({}, { additionalProperties: false }),
+      response: { 200: Offer },
+    },
+    optionalBody: true,
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const owner = tokenOwner(context.principal);
+      const offerId = context.params.id as string;
+      const decision = await declineOffer(context.db, workspace.id, owner, offerId);
+      if (decision.outcome !== 'done') refuse(decision, offerId, 'declined');
+      return { status: 200, body: offerJson(decision.offer) };
+    },
+  });
+}

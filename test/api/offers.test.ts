@@ -1,0 +1,445 @@
+/**
+ * Operations 63-65 through HTTP (docs/phones.md, "Offers"): offers made by `makeOffers` (as the ring step will) on
+ * calls written the way the engine writes them (core/calls/calls.ts); the long-poll answering at once, woken by an
+ * offer or a withdrawal, and holding no database connection while hundreds wait; the first accept of a call wins;
+ * call_ended, call_conflict, device_busy; another person's offer is 404; malformed SDP answers are 400.
+ *
+ * One service for the file (API role only), with a pool of 4 connections: long-polls that held one each could not
+ * all wait. The tests run one at a time: they count the service's waiting long-polls (its metrics) to know theirs
+ * wait.
+ */
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import { type CallRow, endCall, startCall } from '../../core/calls/calls.ts';
+import { setDeviceBusy } from '../../core/devices/devices.ts';
+import {
+  callOffers,
+  expireOffers,
+  makeOffers,
+  type NewOffers,
+  withdrawLapsedOffers,
+  withdrawOffers,
+} from '../../core/devices/offers.ts';
+import { type Answer, isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+
+const poolSize = 4;
+let service: TestService;
+
+test.before(async () => {
+  service = await startService({ DATABASE_POOL_SIZE: String(poolSize) }, ['api']);
+});
+
+test.after.always(async () => {
+  await service?.close();
+});
+
+type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
+
+const sdpOffer = [
+  'v=0',
+  'o=- 4611731400430051336 2 IN IP4 127.0.0.1',
+  's=-',
+  't=0 0',
+  'm=audio 9 UDP/TLS/RTP/SAVPF 111 0',
+  'c=IN IP4 0.0.0.0',
+  'a=rtpmap:111 opus/48000/2',
+  'a=rtpmap:0 PCMU/8000',
+  'a=setup:actpass',
+  'a=sendrecv',
+  '',
+].join('\r\n');
+const sdpAnswer = sdpOffer.replace('4611731400430051336', '8402283922311234567').replace('actpass', 'active');
+
+/** A user token of the setup's workspace with devices:* (the user is created first when it is not alice). */
+async function userToken(setup: Setup, externalUserId = 'alice') {
+  if (externalUserId !== 'alice') {
+    const created = await service.request('POST', '/api/v1/users', {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      body: { externalUserId, displayName: externalUserId },
+    });
+    if (created.status !== 201) throw new Error(`user: ${created.status} ${created.text}`);
+  }
+  const answer = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId, scopes: ['devices:*'] },
+  });
+  if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
+  return answer.body.token as string;
+}
+
+/** A browser device of the token's person, its presence lease live (registration starts it). */
+async function device(token: string, kind = 'browser'): Promise<string> {
+  const answer = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind } });
+  if (answer.status !== 201) throw new Error(`device: ${answer.status} ${answer.text}`);
+  return answer.body.id as string;
+}
+
+let calls = 0;
+
+/** A live call of the setup's workspace, written as the engine writes one. */
+function newCall(setup: Setup): Promise<CallRow> {
+  calls += 1;
+  return startCall(service.pool, {
+    applicationId: setup.applicationId,
+    workspaceId: setup.workspace.id,
+    direction: 'inbound',
+    from: `+1415555${String(1000 + calls).slice(-4)}`,
+    to: '+14155550199',
+    phoneNumberId: null,
+    routingPlanId: null,
+    routingPlanVersion: null,
+    engineOwner: 'engine-test',
+    sipCallId: randomUUID(),
+  });
+}
+
+/** Offers the call to the devices, as the ring step does. */
+function offer(setup: Setup, call: CallRow, deviceIds: string[], more: Partial<NewOffers> = {}) {
+  return makeOffers(service.pool, {
+    callId: call.id,
+    workspaceId: setup.workspace.id,
+    ringSeq: 1,
+    devices: deviceIds.map((deviceId) => ({ deviceId, sdpOffer })),
+    expiresAt: new Date(Date.now() + 60_000),
+    ...more,
+  });
+}
+
+function poll(token: string, deviceId: string, query = ''): Promise<Answer> {
+  return service.request('GET', `/api/v1/devices/${deviceId}/offers${query}`, { auth: token });
+}
+
+function accept(token: string, offerId: string, sdp: unknown = sdpAnswer, idempotencyKey?: string): Promise<Answer> {
+  return service.request('POST', `/api/v1/offers/${offerId}/accept`, {
+    auth: token,
+    body: { sdp },
+    ...(idempotencyKey ? { idempotencyKey } : {}),
+  });
+}
+
+function decline(token: string, offerId: string): Promise<Answer> {
+  return service.request('POST', `/api/v1/offers/${offerId}/decline`, { auth: token });
+}
+
+const offerIds = (answer: Answer) => (answer.body.data as { id: string }[]).map((item) => item.id).sort();
+
+/** Resolves once at least `count` long-polls wait in the service (its switchboard_offer_long_polls gauge). */
+async function pollsWaiting(count: number): Promise<void> {
+  for (;;) {
+    const metrics = await service.request('GET', '/metrics');
+    const value = Number(/^switchboard_offer_long_polls (\d+)$/m.exec(metrics.text)?.[1] ?? -1);
+    if (value >= count) return;
+  }
+}
+
+/** The service's own connections to its database (application_name switchboard), by state. */
+async function serviceConnections() {
+  const result = await service.pool.query<{ state: string | null; count: number }>(
+    `SELECT state, count(*)::int AS count FROM pg_stat_activity
+      WHERE datname = current_database() AND application_name = 'switchboard' GROUP BY state`,
+  );
+  return Object.fromEntries(result.rows.map((row) => [row.state ?? 'none', row.count])) as Record<string, number>;
+}
+
+test.serial(
+  'a waiting offer answers at once with its call, the SDP offer, the ICE servers and its expiry; wait=0 answers at once',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const phone = await device(token);
+    const quiet = await device(token);
+    const call = await newCall(setup);
+    const expiresAt = new Date(Date.now() + 30_000);
+    const made = await offer(setup, call, [phone], { ringSeq: 2, expiresAt });
+    t.is(made.offers.length, 1);
+    t.deepEqual(made.notOffered, []);
+
+    const started = Date.now();
+    const answer = await poll(token, phone);
+    t.is(answer.status, 200, answer.text);
+    t.true(Date.now() - started < 2_000, `answered in ${Date.now() - started} ms`);
+    t.deepEqual(answer.body, {
+      data: [
+        {
+          id: made.offers[0]?.id,
+          callId: call.id,
+          deviceId: phone,
+          ringSeq: 2,
+          from: call.from_number,
+          to: call.to_number,
+          sdp: sdpOffer,
+          state: 'offered',
+          expiresAt: expiresAt.toISOString(),
+          createdAt: made.offers[0]?.created_at.toISOString(),
+          decidedAt: null,
+        },
+      ],
+      nextCursor: null,
+    });
+
+    const none = Date.now();
+    const empty = await poll(token, quiet, '?wait=0');
+    t.is(empty.status, 200, empty.text);
+    t.deepEqual(empty.body, { data: [], nextCursor: null });
+    t.true(Date.now() - none < 2_000);
+
+    // With nothing waiting, a short wait ends empty after it.
+    const waited = Date.now();
+    const after = await poll(token, quiet, '?wait=1');
+    t.deepEqual(after.body, { data: [], nextCursor: null });
+    t.true(Date.now() - waited >= 950, `answered after ${Date.now() - waited} ms`);
+
+    // Bad waits and unknown parameters are 400 invalid_request.
+    isError(t, await poll(token, phone, '?wait=11'), 400, 'invalid_request');
+    isError(t, await poll(token, phone, '?wait=-1'), 400, 'invalid_request');
+    isError(t, await poll(token, phone, '?known=abc'), 400, 'invalid_request');
+    isError(t, await poll(token, phone, '?since=1'), 400, 'invalid_request');
+  },
+);
+
+test.serial(
+  '500 long-polls wait with no database connection held, and an offer made after they started wakes them at once',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const phone = await device(token);
+    const call = await newCall(setup);
+
+    const started = Date.now();
+    const polls = Array.from({ length: 500 }, () => poll(token, phone, '?wait=10'));
+    await pollsWaiting(500);
+    // Waiting, they hold no connection: the service's pool (4) is all it has, nothing is inside a transaction, and
+    // another request is served at once.
+    const connections = await serviceConnections();
+    const total = Object.values(connections).reduce((sum, count) => sum + count, 0);
+    t.true(total <= poolSize, `service connections while 500 wait: ${JSON.stringify(connections)}`);
+    t.falsy(connections['idle in transaction'], JSON.stringify(connections));
+    const served = Date.now();
+    const listed = await service.request('GET', '/api/v1/devices', { auth: token });
+    t.is(listed.status, 200, listed.text);
+    t.true(Date.now() - served < 2_000, `a request beside them took ${Date.now() - served} ms`);
+
+    const offered = Date.now();
+    const made = await offer(setup, call, [phone]);
+    const answers = await Promise.all(polls);
+    const woken = Date.now();
+    t.true(
+      woken - started < 9_000,
+      `the polls answered ${woken - started} ms after they started, within their 10 s wait`,
+    );
+    t.true(woken - offered < 5_000, `the polls answered ${woken - offered} ms after the offer`);
+    for (const answer of answers) {
+      t.is(answer.status, 200, answer.text);
+      t.deepEqual(offerIds(answer), [made.offers[0]?.id]);
+    }
+    t.log(`500 long-polls woken ${woken - offered} ms after the offer; connections while waiting: ${total}`);
+  },
+);
+
+test.serial(
+  'two devices of one user: the first accept wins, the other is withdrawn and its long-poll wakes without it; a second accept is 409 call_conflict',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const desk = await device(token);
+    const laptop = await device(token);
+    const call = await newCall(setup);
+    const made = await offer(setup, call, [desk, laptop]);
+    t.is(made.offers.length, 2);
+    const deskOffer = made.offers.find((item) => item.device_id === desk)?.id as string;
+    const laptopOffer = made.offers.find((item) => item.device_id === laptop)?.id as string;
+
+    // The laptop rings: it polls again, saying what it shows, and waits for a change.
+    const shown = await poll(token, laptop);
+    t.deepEqual(offerIds(shown), [laptopOffer]);
+    const ringing = poll(token, laptop, `?known=${laptopOffer}`);
+    await pollsWaiting(1);
+
+    const started = Date.now();
+    const won = await accept(token, deskOffer);
+    t.is(won.status, 200, won.text);
+    t.is(won.body.state, 'accepted');
+    t.is(won.body.id, deskOffer);
+    const gone = await ringing;
+    t.is(gone.status, 200, gone.text);
+    t.deepEqual(gone.body.data, []);
+    t.true(Date.now() - started < 1_000, `the laptop heard within ${Date.now() - started} ms`);
+
+    isError(t, await accept(token, laptopOffer), 409, 'call_conflict');
+    isError(t, await accept(token, deskOffer), 409, 'call_conflict', 'accepting again with a new key');
+    isError(t, await decline(token, deskOffer), 409, 'call_conflict', 'declining an accepted offer');
+
+    const stored = await callOffers(service.pool, call.id);
+    t.deepEqual(
+      stored.map((row) => [row.device_id, row.state, row.sdp_answer]).sort(),
+      [
+        [desk, 'accepted', sdpAnswer],
+        [laptop, 'withdrawn', null],
+      ].sort(),
+    );
+    const devices = await service.request('GET', '/api/v1/devices', { auth: token });
+    const busy = Object.fromEntries((devices.body.data as { id: string; busy: boolean }[]).map((d) => [d.id, d.busy]));
+    t.deepEqual(busy, { [desk]: true, [laptop]: false });
+  },
+);
+
+test.serial(
+  'a replayed accept answers as the first did; concurrent accepts of one call: exactly one wins',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const phones = [await device(token), await device(token), await device(token)];
+    const call = await newCall(setup);
+    const made = await offer(setup, call, phones);
+    const answers = await Promise.all(made.offers.map((item) => accept(token, item.id)));
+    t.deepEqual(answers.map((answer) => answer.status).sort(), [200, 409, 409]);
+    for (const answer of answers.filter((item) => item.status === 409)) isError(t, answer, 409, 'call_conflict');
+
+    const second = await newCall(setup);
+    const [free] = (await offer(setup, second, [await device(token)])).offers;
+    const key = randomUUID();
+    const first = await accept(token, free?.id as string, sdpAnswer, key);
+    const replay = await accept(token, free?.id as string, sdpAnswer, key);
+    t.is(first.status, 200, first.text);
+    t.is(replay.status, 200, replay.text);
+    t.is(replay.headers.get('idempotent-replayed'), 'true');
+    t.deepEqual(replay.body, first.body);
+  },
+);
+
+test.serial(
+  'accept on an ended call is 409 call_ended; on a declined, withdrawn or expired offer 409 call_conflict; busy elsewhere 409 device_busy',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const phone = await device(token);
+
+    const ended = await newCall(setup);
+    const [endedOffer] = (await offer(setup, ended, [phone])).offers;
+    await endCall(service.pool, ended.id, 'caller_hangup');
+    isError(t, await accept(token, endedOffer?.id as string), 409, 'call_ended');
+    // Its offer no longer waits.
+    t.deepEqual((await poll(token, phone, '?wait=0')).body.data, []);
+
+    const declined = await newCall(setup);
+    const [declinedOffer] = (await offer(setup, declined, [phone])).offers;
+    const answer = await decline(token, declinedOffer?.id as string);
+    t.is(answer.status, 200, answer.text);
+    t.is(answer.body.state, 'declined');
+    t.not(answer.body.decidedAt, null);
+    // Declining again answers it as it is.
+    t.is((await decline(token, declinedOffer?.id as string)).body.state, 'declined');
+    isError(t, await accept(token, declinedOffer?.id as string), 409, 'call_conflict');
+
+    const withdrawnCall = await newCall(setup);
+    const [withdrawnOffer] = (await offer(setup, withdrawnCall, [phone])).offers;
+    const notices = await withdrawOffers(service.pool, withdrawnCall.id);
+    t.deepEqual(notices, [
+      { deviceId: phone, callId: withdrawnCall.id, offerId: withdrawnOffer?.id, state: 'withdrawn' },
+    ]);
+    isError(t, await accept(token, withdrawnOffer?.id as string), 409, 'call_conflict');
+
+    const expiring = await newCall(setup);
+    const [expiredOffer] = (await offer(setup, expiring, [phone], { expiresAt: new Date(Date.now() - 1_000) })).offers;
+    t.deepEqual((await poll(token, phone, '?wait=0')).body.data, [], 'an expired offer does not wait');
+    isError(t, await accept(token, expiredOffer?.id as string), 409, 'call_conflict');
+    const expired = await expireOffers(service.pool);
+    t.true(expired.some((notice) => notice.offerId === expiredOffer?.id && notice.state === 'expired'));
+
+    // A device on another call cannot take this one.
+    const other = await newCall(setup);
+    const current = await newCall(setup);
+    const [currentOffer] = (await offer(setup, current, [phone])).offers;
+    await setDeviceBusy(service.pool, phone, other.id);
+    isError(t, await accept(token, currentOffer?.id as string), 409, 'device_busy');
+    await setDeviceBusy(service.pool, phone, null);
+    t.is((await accept(token, currentOffer?.id as string)).status, 200);
+  },
+);
+
+test.serial("another person's offer or device is 404; malformed SDP answers are 400 invalid_request", async (t) => {
+  const setup = await workspaceWithUser(service);
+  const alice = await userToken(setup);
+  const bob = await userToken(setup, 'bob');
+  const phone = await device(alice);
+  const call = await newCall(setup);
+  const [made] = (await offer(setup, call, [phone])).offers;
+  const offerId = made?.id as string;
+
+  isError(t, await poll(bob, phone), 404, 'not_found');
+  isError(t, await accept(bob, offerId), 404, 'not_found');
+  isError(t, await decline(bob, offerId), 404, 'not_found');
+  isError(t, await accept(alice, randomUUID()), 404, 'not_found');
+  // An application key takes none of the three.
+  const key = await service.request('GET', `/api/v1/devices/${phone}/offers`, {
+    auth: setup.apiKey,
+    workspaceId: setup.workspace.id,
+  });
+  t.true(key.status === 401 || key.status === 403, key.text);
+
+  for (const [label, sdp] of [
+    ['empty', ''],
+    ['not SDP', 'hello'],
+    ['no v=0 first', sdpAnswer.replace('v=0\r\n', '')],
+    ['no audio m-line', sdpAnswer.replace('m=audio', 'm=video')],
+    ['no origin', sdpAnswer.replace(/o=[^\r]*\r\n/, '')],
+    ['a line that is not type=value', `${sdpAnswer}garbage\r\n`],
+    ['too long', `${sdpAnswer}${'a=x\r\n'.repeat(10_000)}`],
+    ['a number', 42],
+  ] as const) {
+    isError(t, await accept(alice, offerId, sdp), 400, 'invalid_request', label);
+  }
+  isError(
+    t,
+    await service.request('POST', `/api/v1/offers/${offerId}/accept`, { auth: alice, body: {} }),
+    400,
+    'invalid_request',
+  );
+  // None of them touched the offer.
+  t.deepEqual(offerIds(await poll(alice, phone)), [offerId]);
+});
+
+test.serial(
+  'devices without a live presence lease, busy, of another workspace or sip are not offered; a lapsed lease withdraws',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const live = await device(token);
+    const lapsed = await device(token);
+    const busy = await device(token);
+    const desk = await device(token, 'sip');
+    const elsewhere = await workspaceWithUser(service);
+    const stranger = await device(await userToken(elsewhere));
+    await service.pool.query(
+      "UPDATE devices SET presence_expires_at = clock_timestamp() - interval '1 second' WHERE id = $1",
+      [lapsed],
+    );
+    const call = await newCall(setup);
+    const other = await newCall(setup);
+    await setDeviceBusy(service.pool, busy, other.id);
+
+    const made = await offer(setup, call, [live, lapsed, busy, desk, stranger]);
+    t.deepEqual(
+      made.offers.map((row) => row.device_id),
+      [live],
+    );
+    t.deepEqual(made.notOffered.sort(), [lapsed, busy, desk, stranger].sort());
+
+    // The live device's lease lapses while its offer rings: the sweep withdraws it and its long-poll hears so.
+    const ringing = poll(token, live, `?known=${made.offers[0]?.id}`);
+    await pollsWaiting(1);
+    await service.pool.query(
+      "UPDATE devices SET presence_expires_at = clock_timestamp() - interval '1 second' WHERE id = $1",
+      [live],
+    );
+    const withdrawn = await withdrawLapsedOffers(service.pool);
+    t.true(withdrawn.some((notice) => notice.offerId === made.offers[0]?.id && notice.state === 'withdrawn'));
+    t.deepEqual((await ringing).body.data, []);
+
+    // An ended call offers nobody.
+    await endCall(service.pool, other.id, 'caller_hangup');
+    const none = await offer(setup, other, [live]);
+    t.deepEqual(none, { offers: [], notOffered: [live] });
+  },
+);
