@@ -17,9 +17,9 @@
  * handed to the source 10 ms at a time. DTMF does not cross this endpoint yet (no `onDtmf` / `sendDtmf`).
  *
  * `close` stops the sink, then the track, then closes the peer connection, and is idempotent. Known weak points of
- * the binding (measured in test/engine/webrtc.test.ts): a process that created an `RTCAudioSource` crashes
- * (SIGSEGV) at its natural exit, in the binding's cleanup, but not when it ends with `process.exit` (which the
- * service does); a track that is never stopped keeps the process alive.
+ * the binding (measured in test/engine/webrtc.test.ts): a process that exits by itself while an `RTCAudioSource` is
+ * not yet garbage-collected crashes (SIGSEGV) in the binding's N-API cleanup, closed or not; one that ends with
+ * `process.exit` (as the service does on SIGTERM) does not. A track that is never stopped keeps the process alive.
  */
 import wrtc from '@roamhq/wrtc';
 import sdpTransform from 'sdp-transform';
