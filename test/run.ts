@@ -53,10 +53,11 @@ const realTime = [
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole
- * build and a registry install of the packed package): they run between the rest and the real-time files, together,
- * so that they neither starve the rest's waits for events nor stretch the calls' timings.
+ * build and a registry install of the packed package; 1,000 WebRTC legs opened and closed): they run between the rest
+ * and the real-time files, together, so that they neither starve the rest's waits for events nor stretch the calls'
+ * timings.
  */
-const heavy = ['test/engine/sip-fuzz.test.ts', 'test/app/production-build.test.ts'];
+const heavy = ['test/engine/sip-fuzz.test.ts', 'test/app/production-build.test.ts', 'test/engine/webrtc.test.ts'];
 
 function runAva(args: string[]): Promise<number> {
   const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...args], {

@@ -12,14 +12,15 @@ const zeroCrossings = 24;
 const tableSteps = 512;
 const cutoffFraction = 0.9;
 
-function sinc(x: number): number {
+/** sin(πx)/(πx). */
+export function sinc(x: number): number {
   if (x === 0) return 1;
   const y = Math.PI * x;
   return Math.sin(y) / y;
 }
 
-function blackman(t: number): number {
-  // t in [-1, 1]
+/** The Blackman window at `t` in [-1, 1]. */
+export function blackman(t: number): number {
   return 0.42 + 0.5 * Math.cos(Math.PI * t) + 0.08 * Math.cos(2 * Math.PI * t);
 }
 

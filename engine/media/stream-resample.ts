@@ -1,0 +1,94 @@
+/**
+ * Sample-rate conversion of a stream of 16-bit mono PCM, chunk by chunk as it arrives (a call's audio, where
+ * `resample.ts` converts a whole prompt at once). The same approach: a windowed-sinc (Blackman) band-limited
+ * interpolator with its cutoff at 90% of the lower of the two Nyquist frequencies and its weights normalised to sum
+ * to one. Its half-width is 12 zero crossings of the cutoff (24 in `resample.ts`): a call converts 100 chunks a
+ * second for as long as it lasts, and 12 still keep the telephone band flat and the aliases out.
+ *
+ * The rates must be whole numbers of hertz; the output of sample n is centred on input time n × from / to, so there
+ * are to / gcd(from, to) distinct sets of weights (6 from 8 kHz to 48 kHz, 1 the other way), computed once. The
+ * stream starts from silence, and each output sample waits for the input it needs: the converter delays the audio
+ * by its half-width (about 1.7 ms between 8 and 48 kHz), and `push` returns as many samples as are ready.
+ */
+import { blackman, sinc } from './resample.ts';
+
+const zeroCrossings = 12;
+const cutoffFraction = 0.9;
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+export class StreamResampler {
+  /** Input samples the output advances by per sample, as step / phases. */
+  private readonly step: number;
+  private readonly phases: number;
+  private readonly reach: number;
+  /** weights[phase][j] applies to input sample (position - reach + 1 + j). */
+  private readonly weights: Float32Array[] = [];
+  /** Input not yet fully used; pending[0] is input sample `pendingStart`. */
+  private pending: Float32Array;
+  private pendingStart: number;
+  /** The next output sample is centred on input sample `position` + `phase` / `phases`. */
+  private position = 0;
+  private phase = 0;
+
+  constructor(
+    readonly fromRate: number,
+    readonly toRate: number,
+  ) {
+    if (!Number.isInteger(fromRate) || !Number.isInteger(toRate) || fromRate <= 0 || toRate <= 0) {
+      throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
+    }
+    const divisor = gcd(fromRate, toRate);
+    this.step = fromRate / divisor;
+    this.phases = toRate / divisor;
+    const cutoff = Math.min(1, toRate / fromRate) * cutoffFraction; // of the input's Nyquist frequency
+    const halfWidth = zeroCrossings / cutoff; // in input samples
+    this.reach = Math.ceil(halfWidth);
+    for (let phase = 0; phase < this.phases; phase += 1) {
+      const weights = new Float32Array(2 * this.reach);
+      let sum = 0;
+      for (let j = 0; j < weights.length; j += 1) {
+        const x = phase / this.phases + this.reach - 1 - j; // centre minus the input sample's time
+        const weight = Math.abs(x) >= halfWidth ? 0 : sinc(cutoff * x) * blackman(x / halfWidth);
+        weights[j] = weight;
+        sum += weight;
+      }
+      for (let j = 0; j < weights.length; j += 1) weights[j] = (weights[j] as number) / sum;
+      this.weights.push(weights);
+    }
+    // Silence before the stream's first sample.
+    this.pending = new Float32Array(this.reach - 1);
+    this.pendingStart = -(this.reach - 1);
+  }
+
+  /** Converts the next chunk of the stream; returns the output samples that are ready (possibly none). */
+  push(input: Int16Array): Int16Array {
+    if (this.fromRate === this.toRate) return Int16Array.from(input);
+    const joined = new Float32Array(this.pending.length + input.length);
+    joined.set(this.pending);
+    joined.set(input, this.pending.length);
+    const end = this.pendingStart + joined.length; // one past the last input sample
+    const output: number[] = [];
+    // Output at `position` needs input up to position + reach.
+    while (this.position + this.reach < end) {
+      const weights = this.weights[this.phase] as Float32Array;
+      const first = this.position - this.reach + 1 - this.pendingStart;
+      let sum = 0;
+      for (let j = 0; j < weights.length; j += 1) sum += (weights[j] as number) * (joined[first + j] as number);
+      const value = Math.round(sum);
+      output.push(value > 32767 ? 32767 : value < -32768 ? -32768 : value);
+      this.phase += this.step;
+      while (this.phase >= this.phases) {
+        this.phase -= this.phases;
+        this.position += 1;
+      }
+    }
+    const keepFrom = this.position - this.reach + 1;
+    this.pending = joined.slice(keepFrom - this.pendingStart);
+    this.pendingStart = keepFrom;
+    return Int16Array.from(output);
+  }
+}

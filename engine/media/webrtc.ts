@@ -1,0 +1,329 @@
+/**
+ * A WebRTC media endpoint for a browser leg (docs/phones.md, "Legs"): one `RTCPeerConnection` of `@roamhq/wrtc`
+ * with one audio transceiver (sendrecv) fed by an `RTCAudioSource`, and an `RTCAudioSink` on the remote track. ICE
+ * uses the servers given (none: host candidates only); DTLS-SRTP and the codecs are libwebrtc's, offered as Opus,
+ * PCMU, PCMA and telephone-event, nothing else.
+ *
+ * Offer/answer. The engine offers: `createOffer` waits for ICE gathering to complete (or `gatherTimeoutMs`, then
+ * with the candidates found so far) so that the offer carries its candidates, since there is no trickle over the
+ * offers' long-poll. `acceptAnswer` takes the browser's answer once; what it cannot use is a `WebRtcAnswerError`
+ * (an answer before the offer, a second answer, text that is not SDP, no usable audio stream, no DTLS fingerprint or
+ * ICE credentials, or one libwebrtc refuses), never a crash, and the endpoint stays as it was.
+ *
+ * Audio has the shape of the carrier leg's `MediaEndpoint` (rtp.ts), so that `bridge` joins the two: `onAudio`
+ * gives 8 kHz 16-bit frames of 20 ms, `send` takes 8 kHz frames (of 20 ms from a carrier leg; any length works).
+ * WebRTC's side is 10 ms frames: the sink's (at whatever rate and channel count it delivers, the first channel
+ * taken) are resampled to 8 kHz (stream-resample.ts) and re-framed to 20 ms; what is sent is resampled to 48 kHz and
+ * handed to the source 10 ms at a time. DTMF does not cross this endpoint yet (no `onDtmf` / `sendDtmf`).
+ *
+ * `close` stops the sink, then the track, then closes the peer connection, and is idempotent. Known weak points of
+ * the binding (measured in test/engine/webrtc.test.ts): a process that exits by itself while an `RTCAudioSource` is
+ * not yet garbage-collected crashes (SIGSEGV) in the binding's N-API cleanup, closed or not; one that ends with
+ * `process.exit` (as the service does on SIGTERM) does not. A track that is never stopped keeps the process alive.
+ */
+import wrtc from '@roamhq/wrtc';
+import sdpTransform from 'sdp-transform';
+import { Reframer } from './reframe.ts';
+import { StreamResampler } from './stream-resample.ts';
+
+type PeerConnection = InstanceType<typeof wrtc.RTCPeerConnection>;
+type AudioSource = InstanceType<typeof wrtc.nonstandard.RTCAudioSource>;
+type AudioSink = InstanceType<typeof wrtc.nonstandard.RTCAudioSink>;
+type Track = ReturnType<AudioSource['createTrack']>;
+
+export interface IceServer {
+  urls: string | string[];
+  username?: string;
+  credential?: string;
+}
+
+export interface WebRtcEndpointOptions {
+  /** STUN and TURN servers; none (the default): host candidates only. */
+  iceServers?: IceServer[];
+  /** How long `createOffer` waits for ICE gathering to complete; default 5000 ms. */
+  gatherTimeoutMs?: number;
+  /** Errors that would otherwise be lost (a listener that threw); default: a process warning. */
+  onError?: (error: unknown) => void;
+}
+
+export type WebRtcAnswerProblem = 'no_offer' | 'answered' | 'closed' | 'malformed' | 'no_audio' | 'refused';
+
+/** An answer the endpoint cannot take; `problem` says why. The endpoint is unchanged. */
+export class WebRtcAnswerError extends Error {
+  constructor(
+    readonly problem: WebRtcAnswerProblem,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'WebRtcAnswerError';
+  }
+}
+
+export type WebRtcState = 'new' | 'connecting' | 'connected' | 'disconnected' | 'failed' | 'closed';
+
+export interface WebRtcStats {
+  /** 20 ms frames of 8 kHz audio given to `onAudio` listeners. */
+  framesIn: number;
+  /** 10 ms frames handed to the RTCAudioSource. */
+  framesOut: number;
+}
+
+/** What libwebrtc offers and the engine keeps (setCodecPreferences). */
+const offeredCodecs = new Set(['audio/opus', 'audio/pcmu', 'audio/pcma']);
+const maxSdpLength = 65536;
+const wrtcRate = 48000;
+const wrtcFrameSamples = wrtcRate / 100; // 10 ms
+const rtpRate = 8000;
+const rtpFrameSamples = 160; // 20 ms
+
+export class WebRtcEndpoint {
+  private readonly pc: PeerConnection;
+  private readonly source: AudioSource;
+  private readonly track: Track;
+  private sink: AudioSink | null = null;
+  private readonly onError: (error: unknown) => void;
+  private readonly gatherTimeoutMs: number;
+  private readonly audioListeners = new Set<(frame: Int16Array) => void>();
+  private readonly stateListeners = new Set<(state: WebRtcState) => void>();
+  private readonly outResampler = new StreamResampler(rtpRate, wrtcRate);
+  private readonly outFrames = new Reframer(wrtcFrameSamples);
+  private inResampler: StreamResampler | null = null;
+  private readonly inFrames = new Reframer(rtpFrameSamples);
+  private offerSdp: string | null = null;
+  private offering = false;
+  private answered = false;
+  private isClosed = false;
+  private readonly counts: WebRtcStats = { framesIn: 0, framesOut: 0 };
+
+  constructor(options: WebRtcEndpointOptions = {}) {
+    this.onError = options.onError ?? ((error) => process.emitWarning(error instanceof Error ? error : String(error)));
+    this.gatherTimeoutMs = options.gatherTimeoutMs ?? 5000;
+    this.pc = new wrtc.RTCPeerConnection({ iceServers: options.iceServers ?? [] });
+    this.source = new wrtc.nonstandard.RTCAudioSource();
+    this.track = this.source.createTrack();
+    try {
+      const transceiver = this.pc.addTransceiver(this.track, { direction: 'sendrecv' });
+      const codecs = wrtc.RTCRtpReceiver.getCapabilities('audio')?.codecs ?? [];
+      const kept = codecs.filter((codec) => {
+        const type = codec.mimeType.toLowerCase();
+        return offeredCodecs.has(type) || (type === 'audio/telephone-event' && [48000, 8000].includes(codec.clockRate));
+      });
+      transceiver.setCodecPreferences(kept);
+      this.pc.addEventListener('track', (event) => this.attachSink(event.track));
+      this.pc.addEventListener('connectionstatechange', () => this.emit(this.stateListeners, this.state));
+    } catch (error) {
+      this.close();
+      throw error;
+    }
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  get state(): WebRtcState {
+    return this.isClosed ? 'closed' : (this.pc.connectionState as WebRtcState);
+  }
+
+  get stats(): WebRtcStats {
+    return { ...this.counts };
+  }
+
+  /** The engine's SDP offer, with its ICE candidates; once per endpoint (a second call gives the same offer). */
+  async createOffer(): Promise<string> {
+    if (this.offerSdp !== null) return this.offerSdp;
+    if (this.isClosed) throw new Error('the WebRTC endpoint is closed');
+    if (this.offering) throw new Error('an offer is being made already');
+    this.offering = true;
+    try {
+      await this.pc.setLocalDescription(await this.pc.createOffer());
+      await this.gathered();
+      const sdp = this.pc.localDescription?.sdp;
+      if (this.isClosed) throw new Error('the WebRTC endpoint closed while making its offer');
+      if (sdp === undefined) throw new Error('no local description after the offer');
+      this.offerSdp = sdp;
+      return sdp;
+    } finally {
+      this.offering = false;
+    }
+  }
+
+  /** Takes the browser's SDP answer to `createOffer`'s offer; a `WebRtcAnswerError` for one it cannot use. */
+  async acceptAnswer(sdp: unknown): Promise<void> {
+    if (this.isClosed) throw new WebRtcAnswerError('closed', 'the call leg is closed');
+    if (this.offerSdp === null) throw new WebRtcAnswerError('no_offer', 'there is no offer to answer yet');
+    if (this.answered) throw new WebRtcAnswerError('answered', 'the offer is answered already');
+    checkAnswer(sdp, this.offerSdp);
+    this.answered = true;
+    try {
+      await this.pc.setRemoteDescription({ type: 'answer', sdp: sdp as string });
+    } catch (error) {
+      this.answered = false;
+      throw new WebRtcAnswerError('refused', `the SDP answer was refused: ${(error as Error).message}`);
+    }
+    if (this.isClosed) throw new WebRtcAnswerError('closed', 'the call leg closed while taking the answer');
+  }
+
+  /** Resolves once ICE and DTLS are up; rejects when the connection fails or closes first, or after `timeoutMs`. */
+  connected(timeoutMs = 10000): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = (state: WebRtcState) => {
+        if (state === 'connected') done();
+        else if (state === 'failed' || state === 'closed') done(new Error(`the WebRTC connection is ${state}`));
+      };
+      const timer = setTimeout(() => done(new Error(`not connected within ${timeoutMs} ms`)), timeoutMs);
+      const stop = this.onState(check);
+      const done = (error?: Error) => {
+        clearTimeout(timer);
+        stop();
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      check(this.state);
+    });
+  }
+
+  /** Listens for connection state changes (and 'closed' on `close`); returns the function that stops listening. */
+  onState(listener: (state: WebRtcState) => void): () => void {
+    this.stateListeners.add(listener);
+    return () => this.stateListeners.delete(listener);
+  }
+
+  /** Listens for the browser's audio, as 20 ms frames of 8 kHz PCM; returns the function that stops listening. */
+  onAudio(listener: (frame: Int16Array) => void): () => void {
+    this.audioListeners.add(listener);
+    return () => this.audioListeners.delete(listener);
+  }
+
+  /** Sends 8 kHz PCM towards the browser (dropped once closed). */
+  send(frame: Int16Array): void {
+    if (this.isClosed || frame.length === 0) return;
+    for (const chunk of this.outFrames.push(this.outResampler.push(frame))) {
+      try {
+        this.source.onData({ samples: chunk, sampleRate: wrtcRate, bitsPerSample: 16, channelCount: 1 });
+        this.counts.framesOut += 1;
+      } catch (error) {
+        this.report(error);
+      }
+    }
+  }
+
+  /** Stops the sink and the track and closes the peer connection; calling it again is fine. */
+  close(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.audioListeners.clear();
+    for (const release of [() => this.sink?.stop(), () => this.track.stop(), () => this.pc.close()]) {
+      try {
+        release();
+      } catch (error) {
+        this.report(error);
+      }
+    }
+    this.sink = null;
+    this.emit(this.stateListeners, 'closed');
+    this.stateListeners.clear();
+  }
+
+  private gathered(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.pc.removeEventListener('icegatheringstatechange', check);
+        resolve();
+      };
+      const check = () => {
+        if (this.isClosed || this.pc.iceGatheringState === 'complete') done();
+      };
+      const timer = setTimeout(done, this.gatherTimeoutMs);
+      this.pc.addEventListener('icegatheringstatechange', check);
+      check();
+    });
+  }
+
+  private attachSink(track: Track): void {
+    if (this.isClosed || this.sink !== null || track.kind !== 'audio') return;
+    const sink = new wrtc.nonstandard.RTCAudioSink(track);
+    this.sink = sink;
+    sink.ondata = (data: { samples: Int16Array; sampleRate: number; channelCount?: number }) => {
+      if (this.isClosed) return;
+      try {
+        this.receive(data.samples, data.sampleRate, data.channelCount ?? 1);
+      } catch (error) {
+        this.report(error);
+      }
+    };
+  }
+
+  private receive(samples: Int16Array, sampleRate: number, channels: number): void {
+    let mono = samples;
+    if (channels > 1) {
+      mono = new Int16Array(Math.floor(samples.length / channels));
+      for (let index = 0; index < mono.length; index += 1) mono[index] = samples[index * channels] as number;
+    }
+    if (this.inResampler === null || this.inResampler.fromRate !== sampleRate) {
+      this.inResampler = new StreamResampler(sampleRate, rtpRate);
+    }
+    for (const frame of this.inFrames.push(this.inResampler.push(mono))) {
+      this.counts.framesIn += 1;
+      this.emit(this.audioListeners, frame);
+    }
+  }
+
+  private emit<T>(listeners: Set<(value: T) => void>, value: T): void {
+    for (const listener of [...listeners]) {
+      try {
+        listener(value);
+      } catch (error) {
+        this.report(error);
+      }
+    }
+  }
+
+  private report(error: unknown): void {
+    try {
+      this.onError(error);
+    } catch {
+      // An error handler that throws has nowhere else to go.
+    }
+  }
+}
+
+/** Throws a `WebRtcAnswerError` for an answer to `offer` that cannot be used. */
+function checkAnswer(sdp: unknown, offer: string): void {
+  if (typeof sdp !== 'string' || sdp.trim() === '') throw new WebRtcAnswerError('malformed', 'the SDP answer is empty');
+  if (sdp.length > maxSdpLength) {
+    throw new WebRtcAnswerError('malformed', `the SDP answer is over ${maxSdpLength} characters`);
+  }
+  if (!/^v=0\s*$/.test(sdp.split(/\r?\n/, 1)[0] ?? '')) {
+    throw new WebRtcAnswerError('malformed', 'not SDP: the answer does not start with v=0');
+  }
+  let session: sdpTransform.SessionDescription;
+  try {
+    session = sdpTransform.parse(sdp);
+  } catch (error) {
+    throw new WebRtcAnswerError('malformed', `unreadable SDP answer: ${(error as Error).message}`);
+  }
+  if (session.origin === undefined) throw new WebRtcAnswerError('malformed', 'the SDP answer has no o= line');
+  const offered = sdpTransform.parse(offer).media.find((media) => media.type === 'audio');
+  const audio = session.media.find(
+    (media) => media.type === 'audio' && (offered?.mid === undefined || String(media.mid) === String(offered.mid)),
+  );
+  if (audio === undefined) throw new WebRtcAnswerError('no_audio', 'the SDP answer has no audio stream for the offer');
+  if (audio.port === 0) throw new WebRtcAnswerError('no_audio', 'the SDP answer refuses the audio stream (port 0)');
+  if (audio.direction === 'inactive') throw new WebRtcAnswerError('no_audio', 'the SDP answer sets audio inactive');
+  const offeredPayloads = new Set(String(offered?.payloads ?? '').split(' '));
+  if (
+    !String(audio.payloads ?? '')
+      .split(' ')
+      .some((payload) => offeredPayloads.has(payload))
+  ) {
+    throw new WebRtcAnswerError('no_audio', 'the SDP answer has none of the offered codecs');
+  }
+  if ((audio.fingerprint ?? session.fingerprint) === undefined) {
+    throw new WebRtcAnswerError('malformed', 'the SDP answer has no DTLS fingerprint');
+  }
+  if ((audio.iceUfrag ?? session.iceUfrag) === undefined || (audio.icePwd ?? session.icePwd) === undefined) {
+    throw new WebRtcAnswerError('malformed', 'the SDP answer has no ICE credentials');
+  }
+}
