@@ -20,6 +20,8 @@ import { recordVoicemail } from './voicemail-recording.ts';
 export class Call implements CallControl {
   ended = false;
   private readonly gone = new AbortController();
+  /** The answer's records (caller leg answered, state routing), once `run` started writing them. */
+  private answerRecorded: Promise<void> = Promise.resolve();
   private readonly keys: string[] = [];
   private keyWaiter: ((key: string | undefined) => void) | undefined;
   /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
@@ -54,8 +56,13 @@ export class Call implements CallControl {
   async run(definition: RoutingPlanDefinition): Promise<void> {
     const { pool, log, clock } = this.services;
     const row = this.row;
-    await setLegState(pool, this.caller.id, 'answered');
-    await changeState(pool, row.id, 'routing', { answered: true });
+    // The answer is recorded before anything else of the call: a caller who hangs up at once still ends a call that
+    // was answered (`finish` waits for this), so its call.ended says routing, not initiated.
+    this.answerRecorded = (async () => {
+      await setLegState(pool, this.caller.id, 'answered');
+      await changeState(pool, row.id, 'routing', { answered: true });
+    })();
+    await this.answerRecorded;
     await runPlan(
       {
         callId: row.id,
@@ -218,6 +225,8 @@ export class Call implements CallControl {
     media.close();
     this.onEnd(this);
     const stats = media.stats;
+    // A failure to record the answer is the run's to report; the end is recorded either way.
+    await this.answerRecorded.catch(() => {});
     await setLegState(this.services.pool, this.caller.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
     const ended = await endCall(this.services.pool, this.row.id, reason, this.taken);
     if (ended !== undefined) this.services.metrics.ended(reason);
