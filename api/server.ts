@@ -19,6 +19,7 @@ import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
 import { numberRoutes } from './routes/numbers.ts';
 import { offerRoutes } from './routes/offers.ts';
+import { phoneRoutes } from './routes/phone.ts';
 import { queueRoutes } from './routes/queues.ts';
 import { routingPlanRoutes } from './routes/routing-plans.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
@@ -80,6 +81,8 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   callRoutes(app, services);
   deviceRoutes(app, services);
   offerRoutes(app, services);
+  // The softphone page and the browser library: static, outside /api/v1.
+  phoneRoutes(app);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

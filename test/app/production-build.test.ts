@@ -177,6 +177,14 @@ test('the packed package, installed with --omit=dev into an empty folder, runs `
   const { child, url } = await startInstalled(app, env);
   const ready = await fetch(`${url}/readyz`);
   t.is(ready.status, 200, await ready.text());
+  // The softphone page and the browser library, served from the build's compiled dist/client (no TypeScript here).
+  const phonePage = await fetch(`${url}/phone`);
+  t.is(phonePage.status, 200);
+  t.regex(await phonePage.text(), /<script type="module" src="\/phone\/softphone\.js">/);
+  const library = await fetch(`${url}/phone/phone.js`);
+  t.is(library.status, 200);
+  t.regex(library.headers.get('content-type') ?? '', /^text\/javascript/);
+  t.regex(await library.text(), /^export function createPhone\(/m);
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   const applied = await client.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name');

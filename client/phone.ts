@@ -1,0 +1,341 @@
+/**
+ * A phone in the browser (docs/phones.md, "The phone in the browser"), published as `switchboard/phone`: it registers
+ * the tab as a `browser` device of the token's person, renews its presence every 20 s, long-polls its offers, and
+ * answers one with the browser's own `RTCPeerConnection` (the engine offers, the browser answers; no trickle ICE: the
+ * answer is sent once its candidates are gathered). No framework and no Node API: `fetch`, `RTCPeerConnection` and
+ * `getUserMedia` only.
+ *
+ * ```ts
+ * const phone = createPhone({ baseUrl: 'https://switchboard.example.com', fetchToken: () => myBackend.token() });
+ * phone.on('incoming', (call) => call.accept());
+ * phone.on('connected', ({ stream }) => (audioElement.srcObject = stream));
+ * await phone.start();
+ * ```
+ *
+ * `fetchToken` is the application's: it returns a user or member token with `devices:*` (operation 7 of the
+ * specification, made by the application's backend). It is called at start and again when the API answers 401, and
+ * the request is retried once with the new token.
+ */
+
+export interface PhoneOptions {
+  /** Where the service's API is, e.g. `https://switchboard.example.com` (without `/api/v1`). */
+  baseUrl: string;
+  /** Returns a user or member token with `devices:*`; called at start and again after a 401. */
+  fetchToken: () => Promise<string>;
+  /** Sent as `x-service-workspace-id`; a token names its workspace already. */
+  workspaceId?: string;
+  device: { kind: 'browser'; name?: string; clientId?: string };
+  /** STUN and TURN servers for the peer connection; none: host candidates only. */
+  iceServers?: RTCIceServer[];
+  /** The microphone constraints given to getUserMedia; default `true`. */
+  microphone?: boolean | MediaTrackConstraints;
+}
+
+export type CallState = 'ringing' | 'answering' | 'connected' | 'ended';
+
+/** Why a call ended (`ended`). */
+export type EndReason =
+  /** This phone hung up (`hangUp`, or `stop`). */
+  | 'hangup'
+  /** This phone declined the offer. */
+  | 'declined'
+  /** The offer is gone: answered on another device, the caller hung up, or it expired. */
+  | 'withdrawn'
+  /** The peer connection closed or failed (the engine ended the leg, or the network is gone). */
+  | 'disconnected'
+  /** Answering failed (`error` says why). */
+  | 'failed';
+
+/** An offered call (`incoming`): the caller (`from`), the number called (`to`), and the means to take it. */
+export interface PhoneCall {
+  /** The offer's id. */
+  readonly id: string;
+  readonly callId: string;
+  readonly from: string;
+  readonly to: string;
+  readonly expiresAt: string;
+  readonly state: CallState;
+  /** Answers the call: microphone, SDP answer, `POST /offers/{id}/accept`. Resolves once accepted. */
+  accept(): Promise<void>;
+  /** Declines this phone's offer; other devices keep ringing. */
+  decline(): Promise<void>;
+}
+
+export interface PhoneEvents {
+  /** The device is registered (and re-registered, with the same id, by its clientId). */
+  registered: { deviceId: string };
+  incoming: PhoneCall;
+  /** Media flows: `stream` is the engine's audio (play it in an `<audio>` element). */
+  connected: { call: PhoneCall; stream: MediaStream };
+  ended: { call: PhoneCall; reason: EndReason };
+  error: PhoneError;
+}
+
+/** A failure: an API error (its `status` and the envelope's `code`) or a browser one (status 0). */
+export class PhoneError extends Error {
+  constructor(
+    message: string,
+    readonly status = 0,
+    readonly code = 'phone_error',
+  ) {
+    super(message);
+    this.name = 'PhoneError';
+  }
+}
+
+export interface Phone {
+  on<E extends keyof PhoneEvents>(event: E, listener: (detail: PhoneEvents[E]) => void): () => void;
+  /** Registers the device and starts renewing its presence and polling its offers. */
+  start(): Promise<void>;
+  /** The registered device's id (undefined before `start`). */
+  readonly deviceId: string | undefined;
+  /** The call answered (or being answered), if any. */
+  readonly call: PhoneCall | undefined;
+  /** Mutes or unmutes the microphone of the call. */
+  mute(muted: boolean): void;
+  /** Ends the call: the peer connection closes, and the engine sees the leg end. */
+  hangUp(): void;
+  /** Stops polling and renewing (the presence lease then lapses) and hangs up. The device stays registered. */
+  stop(): void;
+}
+
+const presenceEveryMs = 20_000;
+const waitSeconds = 10;
+const retryAfterMs = 2_000;
+
+interface OfferJson {
+  id: string;
+  callId: string;
+  from: string;
+  to: string;
+  sdp: string;
+  expiresAt: string;
+}
+
+interface Call extends PhoneCall {
+  state: CallState;
+  sdp: string;
+  pc?: RTCPeerConnection;
+  microphone?: MediaStream;
+}
+
+export function createPhone(options: PhoneOptions): Phone {
+  const base = options.baseUrl.replace(/\/+$/, '') + '/api/v1';
+  const listeners = new Map<keyof PhoneEvents, Set<(detail: never) => void>>();
+  const shown = new Map<string, Call>();
+  let token: string | undefined;
+  let deviceId: string | undefined;
+  let current: Call | undefined;
+  let running = false;
+  let stopping = new AbortController();
+  let presenceTimer: ReturnType<typeof setInterval> | undefined;
+
+  function emit<E extends keyof PhoneEvents>(event: E, detail: PhoneEvents[E]): void {
+    for (const listener of [...(listeners.get(event) ?? [])]) {
+      try {
+        (listener as (detail: PhoneEvents[E]) => void)(detail);
+      } catch (error) {
+        // A listener's failure is the page's; it must not stop the phone.
+        setTimeout(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  function fail(error: unknown): PhoneError {
+    const failure = error instanceof PhoneError ? error : new PhoneError(String((error as Error)?.message ?? error));
+    emit('error', failure);
+    return failure;
+  }
+
+  /** One API request; a 401 fetches a new token and tries once more. Answers the JSON body, or throws a PhoneError. */
+  async function api(method: 'GET' | 'POST', path: string, body?: unknown, retried = false): Promise<unknown> {
+    token ??= await options.fetchToken();
+    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+    if (options.workspaceId !== undefined) headers['x-service-workspace-id'] = options.workspaceId;
+    if (method === 'POST') {
+      headers['idempotency-key'] = crypto.randomUUID();
+      headers['content-type'] = 'application/json';
+    }
+    const response = await fetch(base + path, {
+      method,
+      headers,
+      ...(method === 'POST' ? { body: JSON.stringify(body ?? {}) } : {}),
+      signal: stopping.signal,
+    });
+    if (response.status === 401 && !retried) {
+      token = await options.fetchToken();
+      return api(method, path, body, true);
+    }
+    const text = await response.text();
+    const json = text === '' ? undefined : (JSON.parse(text) as { error?: { code: string; message: string } });
+    if (!response.ok) {
+      throw new PhoneError(json?.error?.message ?? `HTTP ${response.status}`, response.status, json?.error?.code);
+    }
+    return json;
+  }
+
+  function end(call: Call, reason: EndReason): void {
+    if (call.state === 'ended') return;
+    call.state = 'ended';
+    shown.delete(call.id);
+    if (current === call) current = undefined;
+    call.microphone?.getTracks().forEach((track) => track.stop());
+    if (call.pc !== undefined && call.pc.signalingState !== 'closed') call.pc.close();
+    emit('ended', { call, reason });
+  }
+
+  async function accept(call: Call): Promise<void> {
+    if (call.state !== 'ringing') throw fail(new PhoneError(`the call is ${call.state}, not ringing`));
+    if (current !== undefined) throw fail(new PhoneError('this phone is on a call already: hang up first'));
+    current = call;
+    call.state = 'answering';
+    shown.delete(call.id); // It leaves the waiting offers: that is not a withdrawal.
+    try {
+      const pc = new RTCPeerConnection({ iceServers: options.iceServers ?? [] });
+      call.pc = pc;
+      pc.addEventListener('track', (event) => {
+        const stream = event.streams[0] ?? new MediaStream([event.track]);
+        const connected = () => {
+          if (pc.connectionState !== 'connected' || call.state !== 'answering') return;
+          call.state = 'connected';
+          emit('connected', { call, stream });
+        };
+        pc.addEventListener('connectionstatechange', connected);
+        connected();
+      });
+      pc.addEventListener('connectionstatechange', () => {
+        if (pc.connectionState === 'failed' || pc.connectionState === 'closed') end(call, 'disconnected');
+      });
+      await pc.setRemoteDescription({ type: 'offer', sdp: call.sdp });
+      call.microphone = await navigator.mediaDevices.getUserMedia({ audio: options.microphone ?? true });
+      for (const track of call.microphone.getAudioTracks()) pc.addTrack(track, call.microphone);
+      await pc.setLocalDescription(await pc.createAnswer());
+      await gathered(pc);
+      if (call.state !== 'answering') return; // Hung up meanwhile.
+      await api('POST', `/offers/${call.id}/accept`, { sdp: pc.localDescription?.sdp });
+    } catch (error) {
+      const failure = fail(error);
+      end(call, 'failed');
+      throw failure;
+    }
+  }
+
+  async function decline(call: Call): Promise<void> {
+    if (call.state !== 'ringing') return;
+    end(call, 'declined');
+    try {
+      await api('POST', `/offers/${call.id}/decline`);
+    } catch (error) {
+      throw fail(error);
+    }
+  }
+
+  function toCall(offer: OfferJson): Call {
+    const call: Call = {
+      id: offer.id,
+      callId: offer.callId,
+      from: offer.from,
+      to: offer.to,
+      expiresAt: offer.expiresAt,
+      sdp: offer.sdp,
+      state: 'ringing',
+      accept: () => accept(call),
+      decline: () => decline(call),
+    };
+    return call;
+  }
+
+  /** The long-poll: new offers are `incoming`, offers gone while ringing are `ended` (withdrawn). */
+  async function poll(): Promise<void> {
+    while (running) {
+      const known = [...shown.keys()].join(',');
+      const query = `wait=${waitSeconds}${known === '' ? '' : `&known=${known}`}`;
+      try {
+        const page = (await api('GET', `/devices/${deviceId}/offers?${query}`)) as { data: OfferJson[] };
+        if (!running) return;
+        const waiting = new Set(page.data.map((offer) => offer.id));
+        for (const call of [...shown.values()]) if (!waiting.has(call.id)) end(call, 'withdrawn');
+        for (const offer of page.data) {
+          if (shown.has(offer.id) || current?.id === offer.id) continue;
+          const call = toCall(offer);
+          shown.set(call.id, call);
+          emit('incoming', call);
+        }
+      } catch (error) {
+        if (!running) return;
+        fail(error);
+        await new Promise((resolve) => setTimeout(resolve, retryAfterMs));
+      }
+    }
+  }
+
+  async function renew(): Promise<void> {
+    try {
+      await api('POST', `/devices/${deviceId}/presence`);
+    } catch (error) {
+      if (running) fail(error);
+    }
+  }
+
+  function hangUp(): void {
+    if (current !== undefined) end(current, 'hangup');
+  }
+
+  return {
+    on(event, listener) {
+      const set = listeners.get(event) ?? new Set();
+      listeners.set(event, set);
+      set.add(listener as (detail: never) => void);
+      return () => set.delete(listener as (detail: never) => void);
+    },
+    async start() {
+      if (running) return;
+      running = true;
+      stopping = new AbortController();
+      try {
+        token = await options.fetchToken();
+        const { kind, name, clientId } = options.device;
+        const device = (await api('POST', '/devices', { kind, name, clientId })) as { id: string };
+        deviceId = device.id;
+      } catch (error) {
+        running = false;
+        throw fail(error);
+      }
+      emit('registered', { deviceId });
+      presenceTimer = setInterval(() => void renew(), presenceEveryMs);
+      void poll();
+    },
+    get deviceId() {
+      return deviceId;
+    },
+    get call() {
+      return current;
+    },
+    mute(muted) {
+      current?.microphone?.getAudioTracks().forEach((track) => (track.enabled = !muted));
+    },
+    hangUp,
+    stop() {
+      running = false;
+      clearInterval(presenceTimer);
+      stopping.abort();
+      hangUp();
+      for (const call of [...shown.values()]) end(call, 'hangup');
+    },
+  };
+}
+
+/** Resolves once the peer connection gathered its ICE candidates (the answer then carries them all). */
+function gathered(pc: RTCPeerConnection): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (pc.iceGatheringState !== 'complete') return;
+      pc.removeEventListener('icegatheringstatechange', check);
+      resolve();
+    };
+    pc.addEventListener('icegatheringstatechange', check);
+    check();
+  });
+}

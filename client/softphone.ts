@@ -1,0 +1,110 @@
+/**
+ * The softphone page's script (served with the page at `/phone`, api/routes/phone.ts): sign in with a pasted token,
+ * see incoming calls, answer or decline them, mute, hang up, see the call's state. It drives `switchboard/phone`
+ * (./phone.ts) and nothing else. The token stays in the page's memory only.
+ */
+import { createPhone, type Phone, type PhoneCall } from './phone.js';
+
+function element<T extends HTMLElement>(id: string): T {
+  const found = document.getElementById(id);
+  if (found === null) throw new Error(`the page has no #${id}`);
+  return found as T;
+}
+
+const form = element<HTMLFormElement>('sign-in');
+const tokenField = element<HTMLTextAreaElement>('token');
+const baseUrlField = element<HTMLInputElement>('base-url');
+const status = element<HTMLElement>('status');
+const incoming = element<HTMLUListElement>('incoming');
+const callPanel = element<HTMLElement>('call');
+const callState = element<HTMLElement>('call-state');
+const callParty = element<HTMLElement>('call-party');
+const muteButton = element<HTMLButtonElement>('mute');
+const hangUpButton = element<HTMLButtonElement>('hang-up');
+const remoteAudio = element<HTMLAudioElement>('remote-audio');
+const log = element<HTMLOListElement>('log');
+
+baseUrlField.value = location.origin;
+let phone: Phone | undefined;
+let muted = false;
+
+function note(text: string): void {
+  const item = document.createElement('li');
+  item.textContent = `${new Date().toLocaleTimeString()} ${text}`;
+  log.prepend(item);
+}
+
+function showCall(call: PhoneCall | undefined, state: string): void {
+  callPanel.hidden = call === undefined;
+  callState.textContent = state;
+  callState.dataset.state = state;
+  callParty.textContent = call === undefined ? '' : `${call.from} → ${call.to}`;
+  callParty.dataset.offerId = call?.id ?? '';
+}
+
+function ringing(call: PhoneCall): void {
+  const item = document.createElement('li');
+  item.dataset.offerId = call.id;
+  item.append(`${call.from} → ${call.to} `);
+  const answer = document.createElement('button');
+  answer.textContent = 'Answer';
+  answer.className = 'answer';
+  answer.onclick = () => {
+    item.remove();
+    showCall(call, 'answering');
+    call.accept().catch(() => {});
+  };
+  const decline = document.createElement('button');
+  decline.textContent = 'Decline';
+  decline.className = 'decline';
+  decline.onclick = () => {
+    item.remove();
+    call.decline().catch(() => {});
+  };
+  item.append(answer, ' ', decline);
+  incoming.append(item);
+  note(`incoming call from ${call.from}`);
+}
+
+form.onsubmit = async (event) => {
+  event.preventDefault();
+  phone?.stop();
+  const started = createPhone({
+    baseUrl: baseUrlField.value,
+    // Read again on a 401: paste a fresh token into the field and the phone goes on with it.
+    fetchToken: async () => tokenField.value.trim(),
+    device: { kind: 'browser', name: 'Softphone page', clientId: 'switchboard-softphone-page' },
+  });
+  phone = started;
+  started.on('registered', ({ deviceId }) => {
+    status.textContent = `Ready: device ${deviceId}`;
+    status.dataset.deviceId = deviceId;
+  });
+  started.on('incoming', ringing);
+  started.on('connected', ({ call, stream }) => {
+    remoteAudio.srcObject = stream;
+    void remoteAudio.play().catch(() => {});
+    showCall(call, 'connected');
+    note(`connected with ${call.from}`);
+  });
+  started.on('ended', ({ call, reason }) => {
+    incoming.querySelector(`[data-offer-id="${call.id}"]`)?.remove();
+    if (callParty.dataset.offerId === call.id) showCall(call, `ended (${reason})`);
+    note(`call from ${call.from} ended: ${reason}`);
+  });
+  started.on('error', (error) => note(`error: ${error.message}${error.code ? ` (${error.code})` : ''}`));
+  status.textContent = 'Signing in…';
+  try {
+    await started.start();
+  } catch (error) {
+    status.textContent = `Not signed in: ${(error as Error).message}`;
+  }
+};
+
+muteButton.onclick = () => {
+  muted = !muted;
+  phone?.mute(muted);
+  muteButton.textContent = muted ? 'Unmute' : 'Mute';
+};
+
+hangUpButton.onclick = () => phone?.hangUp();
