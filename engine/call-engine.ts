@@ -1,6 +1,6 @@
 /**
  * The call engine of the engine role (docs/calls.md): SIP on UDP and TCP, an RTP port pool, prompts, carriers and
- * the admission of inbound calls, plus the API's call commands (announced on `switchboard_call_control`, recorded on
+ * the admission of inbound calls, the registrar of SIP devices (sip/registrar.ts), plus the API's call commands (announced on `switchboard_call_control`, recorded on
  * the call; core/calls/commands.ts). At start it ends the calls a previous run of the same engine owned; at close it
  * hangs up its calls.
  */
@@ -22,6 +22,7 @@ import { prepareRecordings } from './calls/voicemail-recording.ts';
 import { Prompts } from './media/prompts.ts';
 import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
+import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
 import { SipEndpoint } from './sip/user-agent.ts';
 
 /** How often the engine looks for call commands whose notice it may have missed. */
@@ -42,15 +43,19 @@ export async function startCallEngine(options: {
   log: Log;
   /** Opens carriers' sealed SIP passwords (SigningKeys.carrierSecrets). */
   carrierSecrets: Uint8Array;
-  /** The time plan steps go by (`hours`); default the system clock. */
+  /** Opens SIP devices' sealed passwords for the registrar (SigningKeys.sipPasswords). */
+  sipPasswords: Uint8Array;
+  /** The time plan steps go by (`hours`) and registrations expire by; default the system clock. */
   clock?: Clock;
+  /** The registrar's limits and challenges, when not its defaults (registrar.ts). */
+  registrar?: Pick<RegistrarOptions, 'algorithms' | 'minExpires' | 'maxExpires' | 'failureLimit' | 'failureWindowMs'>;
 }): Promise<CallEngine> {
   const { config, pool, log } = options;
   const metrics = new CallMetrics(options.registry);
   const recordingsDir = path.join(config.dataDir, 'recordings');
   await prepareRecordings(recordingsDir);
   // INVITEs can arrive once SIP listens, before admission exists (it needs the engine's id, from the port).
-  const ready: { admission?: Admission } = {};
+  const ready: { admission?: Admission; registrar?: Registrar } = {};
   const sip = new SipEndpoint({
     host: config.sip.host,
     advertisedHost: config.sip.advertisedHost,
@@ -58,6 +63,10 @@ export async function startCallEngine(options: {
     onInvite: (request, core, source) => {
       if (ready.admission === undefined) request.reject({ statusCode: 503 });
       else ready.admission.onInvite(request, core, source);
+    },
+    onRegister: (request, source) => {
+      if (ready.registrar === undefined) request.reject({ statusCode: 503 });
+      else ready.registrar.onRegister(request, source);
     },
     onMessage: (direction, kind) => metrics.sipMessages.inc({ direction, kind }),
     onMalformed: (reason, source) => {
@@ -98,6 +107,16 @@ export async function startCallEngine(options: {
     active,
   );
   ready.admission = admission;
+  const registrar = new Registrar({
+    pool,
+    sipPasswords: options.sipPasswords,
+    owner,
+    registry: options.registry,
+    log,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...options.registrar,
+  });
+  ready.registrar = registrar;
   // Commands the API gave (a hangup): recorded on the call row, announced on callControlChannel. The notice wakes
   // the engine at once; a check when the listener (re)connects and a short poll find a command whose notice was
   // missed.
@@ -143,6 +162,7 @@ export async function startCallEngine(options: {
       await control.close();
       await checking;
       await active.closeAll('engine_stopped');
+      registrar.close();
       await sip.close();
     },
   };

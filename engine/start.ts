@@ -47,6 +47,7 @@ export async function startEngine(context: RoleContext): Promise<RunningEngine> 
       registry: context.registry,
       log: log.child({ component: 'calls' }),
       carrierSecrets: context.keys.carrierSecrets,
+      sipPasswords: context.keys.sipPasswords,
       ...(context.clock ? { clock: context.clock } : {}),
     });
   } catch (error) {

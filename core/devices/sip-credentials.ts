@@ -2,7 +2,7 @@
  * The `sip_credentials` table: the username and password a sip device registers with (operation 66). The password
  * is shown once and kept sealed (core/sealing.ts) under the SIP passwords key, bound to its device and username, since
  * digest authentication needs it back; issuing again replaces both at once. Deleted with the device (and so with
- * the device's person).
+ * the device's person), and with them the device's registration bindings (core/devices/sip-bindings.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../database.ts';
@@ -28,8 +28,10 @@ export async function issueSipCredentials(
   const username = `sb${randomBytes(12).toString('hex')}`;
   const password = randomBytes(24).toString('base64url');
   const sealed = sealSecret(key, password, associatedData(deviceId, username));
+  // The old credentials' bindings go in the same statement: a phone registered with the old password is never rung.
   const result = await db.query<{ issued_at: Date }>(
-    `INSERT INTO sip_credentials (device_id, username, password_sealed) VALUES ($1, $2, $3)
+    `WITH unbound AS (DELETE FROM sip_bindings WHERE device_id = $1)
+     INSERT INTO sip_credentials (device_id, username, password_sealed) VALUES ($1, $2, $3)
        ON CONFLICT (device_id) DO UPDATE
          SET username = EXCLUDED.username, password_sealed = EXCLUDED.password_sealed, issued_at = clock_timestamp()
        RETURNING issued_at`,

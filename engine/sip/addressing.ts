@@ -6,7 +6,13 @@
  * user moves to the `X-Switchboard-Dialed` header.
  */
 export const dialedHeader = 'X-Switchboard-Dialed';
-const dialedHeaderLine = new RegExp(`^${dialedHeader}\\s*:`, 'i');
+/**
+ * A REGISTER's `Contact: *` (remove every binding, RFC 3261 section 10.2.2): sip.js's parser knows no `*` Contact and
+ * drops the whole message, so the transport moves it to this header of ours before the parser sees it.
+ */
+export const contactWildcardHeader = 'X-Switchboard-Contact-Wildcard';
+const privateHeaderLine = new RegExp(`^(?:${dialedHeader}|${contactWildcardHeader})\\s*:`, 'i');
+const wildcardContactLine = /^(?:contact|m)\s*:\s*\*\s*$/i;
 
 export type Protocol = 'udp' | 'tcp';
 
@@ -99,22 +105,33 @@ export function responseTarget(raw: string): { host: string; port: number; sentB
 /**
  * The request as the core must see it: its header lines unfolded (RFC 3261 section 7.3.1), the top Via's `received`
  * and `rport` set from the packet's source whatever the peer wrote (RFC 3261 section 18.2.1, RFC 3581: responses then
- * go back where the request came from, docs/calls.md), any dialed-number header the peer sent dropped, and the dialed
- * user moved to that header when the Request-URI names anyone but `ownUser`. Undefined when there is no Via or
+ * go back where the request came from, docs/calls.md), any of our private headers the peer sent dropped, and the dialed
+ * user moved to that header when the Request-URI names anyone but `ownUser`. A REGISTER's `Contact: *` moves to
+ * `contactWildcardHeader`, and its Request-URI without a user (`sip:host`, the usual) gets `ownUser`. Undefined when there is no Via or
  * request line to work on.
  */
 export function prepareInboundRequest(raw: string, source: Source, ownUser: string): string | undefined {
   const headerEnd = raw.indexOf('\r\n\r\n');
   const head = headerEnd === -1 ? raw : raw.slice(0, headerEnd);
   const rest = headerEnd === -1 ? '' : raw.slice(headerEnd);
-  // The dialed-number header is ours alone: one a peer sent could name another number than the one it called.
+  // The private headers are ours alone: a dialed number a peer sent could name another number than the one it called.
   const lines = head
     .replace(/\r\n[ \t]+/g, ' ')
     .split('\r\n')
-    .filter((line) => !dialedHeaderLine.test(line));
+    .filter((line) => !privateHeaderLine.test(line));
   const via = topVia(lines);
   const requestLine = lines[0]?.split(' ');
   if (via === undefined || requestLine === undefined || requestLine.length !== 3) return undefined;
+  if (requestLine[0] === 'REGISTER') {
+    for (let index = 1; index < lines.length; index += 1) {
+      if (wildcardContactLine.test(lines[index] as string)) lines[index] = `${contactWildcardHeader}: *`;
+    }
+    // A REGISTER names the domain (`sip:host`), no user: it is for the engine's own user, as the core requires.
+    if (/^sips?:/i.test(requestLine[1] as string) && !(requestLine[1] as string).includes('@')) {
+      requestLine[1] = (requestLine[1] as string).replace(/^(sips?:)/i, `$1${ownUser}@`);
+      lines[0] = requestLine.join(' ');
+    }
+  }
   // The peer's own received and rport say nothing we may trust: both are replaced by the packet's source, rport
   // even when the peer did not ask for it (symmetric response routing, as SIP servers force behind NAT).
   const params = via.params.filter((param) => !['received', 'rport'].includes(paramName(param)));

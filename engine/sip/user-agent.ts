@@ -2,13 +2,14 @@
  * The engine's SIP endpoint: sip.js's `UserAgentCore` on each of our transports (one core per transport, so every
  * message of a dialog stays on the transport it began on). The core runs transactions, retransmissions, dialogs,
  * CANCEL, BYE and OPTIONS (RFC 3261); the engine hears INVITEs through `onInvite`, with the source of each request
- * (`sourceOf`) and the dialed number (`dialedOf`).
+ * (`sourceOf`) and the dialed number (`dialedOf`), and the registrar hears REGISTERs through `onRegister`.
  */
 import { randomBytes } from 'node:crypto';
 import {
   DigestAuthentication,
   Grammar,
   type IncomingInviteRequest,
+  type IncomingRegisterRequest,
   type IncomingRequestMessage,
   type IncomingResponseMessage,
   Levels,
@@ -53,6 +54,8 @@ export interface SipEndpointOptions {
   advertisedHost: string;
   port: number;
   onInvite(request: IncomingInviteRequest, core: UserAgentCore, source: Source): void;
+  /** A REGISTER (the registrar, registrar.ts); without it the core answers 405. */
+  onRegister?(request: IncomingRegisterRequest, source: Source): void;
   /** Every message in or out, for the metrics: direction, method or status code. */
   onMessage?(direction: 'in' | 'out', kind: string): void;
   onMalformed?(reason: string, source: Source): void;
@@ -72,6 +75,7 @@ function makeCore(
   protocol: Protocol,
   onInvite: (request: IncomingInviteRequest, core: UserAgentCore) => void,
   credentials: (loggerFactory: LoggerFactory) => DigestAuthentication | undefined,
+  onRegister: ((request: IncomingRegisterRequest) => void) | undefined,
 ): UserAgentCore {
   const uri = Grammar.URIParse(`sip:${engineUser}@${host}:${port}`);
   if (uri === undefined) throw new Error(`cannot make a SIP URI of ${host}:${port}`);
@@ -102,7 +106,7 @@ function makeCore(
       authenticationFactory: () => credentials(loggerFactory),
       transportAccessor: () => transport,
     },
-    { onInvite: (request) => onInvite(request, core) },
+    { onInvite: (request) => onInvite(request, core), ...(onRegister ? { onRegister } : {}) },
   );
   return core;
 }
@@ -189,8 +193,14 @@ export class SipEndpoint {
         ? undefined
         : new DigestAuthentication(loggerFactory, undefined, account.username, account.password);
     };
-    this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite, credentials);
-    this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite, credentials);
+    const onRegister = this.options.onRegister;
+    const register =
+      onRegister === undefined
+        ? undefined
+        : (request: IncomingRegisterRequest) =>
+            onRegister(request, this.sources.get(request.message) ?? { protocol: 'udp', address: '', port: 0 });
+    this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite, credentials, register);
+    this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite, credentials, register);
     return this.port;
   }
 

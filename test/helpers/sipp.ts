@@ -50,7 +50,7 @@ export interface SippRun {
 }
 
 export async function runSipp(options: {
-  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled';
+  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled' | 'register-digest';
   /** SIP over UDP (default) or TCP. */
   transport?: 'udp' | 'tcp';
   sipPort: number;
@@ -65,6 +65,8 @@ export async function runSipp(options: {
   /** Calls at once at most. */
   limit?: number;
   timeoutSeconds?: number;
+  /** More arguments (for example -au and -ap, the account [authentication] answers a challenge with). */
+  extraArgs?: string[];
 }): Promise<SippRun> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sipp-'));
   try {
@@ -96,6 +98,7 @@ export async function runSipp(options: {
       '-error_file',
       errors,
       '-nostdin',
+      ...(options.extraArgs ?? []),
       '-t',
       options.transport === 'tcp' ? 't1' : 'u1',
       `127.0.0.1:${options.sipPort}`,
