@@ -50,6 +50,7 @@ const realTime = [
   'test/engine/call-plans.test.ts',
   'test/engine/media.test.ts',
   'test/engine/sip-transport.test.ts',
+  'test/engine/ring.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole
