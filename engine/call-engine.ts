@@ -8,12 +8,13 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import { callControlChannel, ChangeListener } from '../core/change-notices.ts';
+import { callControlChannel, ChangeListener, offerChannel } from '../core/change-notices.ts';
 import type { Clock } from '../core/clock.ts';
 import type { Config } from '../core/config.ts';
 import { endOwnedCalls } from '../core/calls/calls.ts';
 import type { Log } from '../core/log.ts';
 import { type CallCommand, parseCallCommand, pendingCallCommands } from '../core/calls/commands.ts';
+import { parseOfferNotice } from '../core/devices/offers.ts';
 import { ActiveCalls } from './calls/active-calls.ts';
 import { Admission } from './calls/admission.ts';
 import { dispatchCallCommand } from './calls/commands.ts';
@@ -147,6 +148,21 @@ export async function startCallEngine(options: {
     (message) => log.warn({}, message),
   );
   await control.start();
+  // Offers of the calls this engine holds (a ring step's round waits for an accept): the notice names the call; when
+  // the listener (re)connects, every ringing call reads its offers again, in case a notice was missed.
+  const offers = new ChangeListener(
+    options.databaseUrl,
+    offerChannel,
+    (payload) => {
+      const notice = parseOfferNotice(payload);
+      if (notice !== undefined) active.get(notice.callId)?.offersChanged();
+    },
+    () => {
+      for (const call of active.all()) call.offersChanged();
+    },
+    (message) => log.warn({}, message),
+  );
+  await offers.start();
   const commandPoll = setInterval(commandsPending, commandPollMs);
   commandPoll.unref();
   log.info(
@@ -160,6 +176,7 @@ export async function startCallEngine(options: {
     async close() {
       clearInterval(commandPoll);
       await control.close();
+      await offers.close();
       await checking;
       await active.closeAll('engine_stopped');
       registrar.close();

@@ -128,15 +128,38 @@ export async function startCall(pool: pg.Pool, input: NewCall): Promise<CallRow>
   });
 }
 
+/** The leg of `call.connected`: whose it is when a person's device answered. */
+export interface ConnectedLeg {
+  id: string;
+  role: string;
+  memberId?: string | null;
+  externalUserId?: string | null;
+}
+
+/** The `ring` of `call.ringing` (spec section 6): one round of a ring step. */
+export interface RingFields {
+  ringSeq: number;
+  memberIds: string[];
+  externalUserIds: string[];
+  /** The round's first offer, or null when it offered none. */
+  offerId: string | null;
+  expiresAt: Date;
+}
+
 /**
  * Moves a live call to `state`. `answered` stamps answeredAt and writes `call.answered`; `connectedLeg` stamps
- * connectedAt and writes `call.connected` with the leg. Returns undefined when the call has already ended.
+ * connectedAt and writes `call.connected` with the leg; `ringing` writes `call.ringing` with the round. Returns undefined when the call has already ended.
  */
 export async function changeState(
   pool: pg.Pool,
   callId: string,
   state: Exclude<CallState, 'ended'>,
-  options: { answered?: boolean; connectedLeg?: { id: string; role: string } } = {},
+  options: {
+    answered?: boolean;
+    connectedLeg?: ConnectedLeg;
+    /** A round of a `ring` step: writes `call.ringing` with these fields. */
+    ringing?: RingFields;
+  } = {},
 ): Promise<CallRow | undefined> {
   return inTransaction(pool, async (db) => {
     const current = await readCall(db, callId, true);
@@ -159,7 +182,24 @@ export async function changeState(
         fields: {
           callId,
           call: callObject(row),
-          leg: { id: options.connectedLeg.id, role: options.connectedLeg.role, memberId: null, externalUserId: null },
+          leg: {
+            id: options.connectedLeg.id,
+            role: options.connectedLeg.role,
+            memberId: options.connectedLeg.memberId ?? null,
+            externalUserId: options.connectedLeg.externalUserId ?? null,
+          },
+        },
+      });
+    }
+    if (options.ringing !== undefined) {
+      const { ringSeq, memberIds, externalUserIds, offerId, expiresAt } = options.ringing;
+      await appendEvent(db, {
+        type: 'call.ringing',
+        ...envelope(row),
+        fields: {
+          callId,
+          call: callObject(row),
+          ring: { ringSeq, memberIds, externalUserIds, offerId, expiresAt: expiresAt.toISOString() },
         },
       });
     }

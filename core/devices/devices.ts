@@ -195,8 +195,29 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
 }
 
 /**
- * Marks a device on a call (or free with null). An accepted offer sets it (core/devices/offers.ts); freeing it
- * when the call ends is the `ring` step's, not built yet (docs/phones.md).
+ * The devices a `ring` step may offer a call to, of the given members and users of the workspace: `browser` and
+ * `mobile` ones with a live presence lease that are not on a call, oldest first. A `sip` device is left out: it is
+ * rung once the registrar's bindings exist (docs/phones.md). `makeOffers` checks lease and busy again as it offers.
+ */
+export async function ringableDevices(
+  db: Queryable,
+  workspaceId: string,
+  people: { memberIds: readonly string[]; userIds: readonly string[] },
+): Promise<DeviceRow[]> {
+  const result = await db.query<DeviceRow>(
+    `SELECT ${columns} ${from}
+      WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
+        AND d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp() AND d.busy_call_id IS NULL
+        AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
+      ORDER BY d.created_at, d.id`,
+    [workspaceId, [...people.memberIds], [...people.userIds]],
+  );
+  return result.rows;
+}
+
+/**
+ * Marks a device on a call (or free with null). An accepted offer sets it (core/devices/offers.ts); the `ring` step
+ * frees it when the answered call's browser leg ends (engine/calls/call.ts).
  */
 export async function setDeviceBusy(db: Queryable, id: string, callId: string | null): Promise<void> {
   await db.query('UPDATE devices SET busy_call_id = $2, updated_at = clock_timestamp() WHERE id = $1', [id, callId]);

@@ -29,6 +29,11 @@ export class ActiveCalls {
     this.metrics.active.set(this.calls.size);
   }
 
+  /** Every call this engine holds. */
+  all(): Call[] {
+    return [...this.calls.values()];
+  }
+
   /** The API asked to end a call this engine holds (a `hangup` command). False when it holds no such call. */
   hangup(callId: string): Promise<boolean> {
     return dispatchCallCommand(this, { action: 'hangup', callId });

@@ -10,9 +10,10 @@ import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
 import { bridge } from '../media/bridge.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
-import type { CallControl, Prompt } from './control.ts';
+import type { CallControl, Prompt, RingOutcome, RingPerson } from './control.ts';
 import { dialOut } from './dial-out.ts';
 import type { Leg } from './leg.ts';
+import { ringRound } from './ringing.ts';
 import { runPlan } from './runner.ts';
 import type { CallServices } from './services.ts';
 import { recordVoicemail } from './voicemail-recording.ts';
@@ -26,6 +27,10 @@ export class Call implements CallControl {
   private keyWaiter: ((key: string | undefined) => void) | undefined;
   /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
   private readonly taken: string[] = [];
+  /** The ring rounds so far (`ringSeq` is unique within the call, across its ring steps). */
+  private ringSeq = 0;
+  /** Told of every change of this call's offers (a ring round waiting for an accept). */
+  private readonly offerListeners = new Set<() => void>();
 
   constructor(
     readonly row: CallRow,
@@ -187,6 +192,39 @@ export class Call implements CallControl {
     } finally {
       dialled.release();
     }
+  }
+
+  /**
+   * One round of a `ring` step (ringing.ts): the people's live devices offered the call, ringback to the caller, and
+   * the answering device bridged to the caller until either side hangs up (`answered`).
+   */
+  async ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome> {
+    if (this.ended) return 'unanswered';
+    this.ringSeq += 1;
+    return ringRound(
+      this.services,
+      {
+        callId: this.row.id,
+        workspaceId: this.row.workspace_id,
+        ringSeq: this.ringSeq,
+        caller: this.caller.media,
+        gone: this.gone.signal,
+        onOfferChange: (listener) => {
+          this.offerListeners.add(listener);
+          return () => this.offerListeners.delete(listener);
+        },
+      },
+      people,
+      timeoutMs,
+    );
+  }
+
+  /**
+   * An offer of this call changed (a notice on `switchboard_offers`), or notices may have been missed (the engine's
+   * listener reconnected): a ringing round reads the call's offers again.
+   */
+  offersChanged(): void {
+    for (const listener of this.offerListeners) listener();
   }
 
   /** Adds an endpoint's packet counts to the metrics (once, as it closes). */

@@ -2,10 +2,20 @@
  * What the routing steps ask of a call (`CallControl`), and what they know of the plan run (`StepContext`). `Call`
  * (call.ts) implements `CallControl` on its legs; tests drive the steps with a double (test/helpers/call-control.ts).
  */
-import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
+import type { RoutingPlanDefinition, RingTarget } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/schedule.ts';
 
 export type Prompt = { tts: string } | { audioUrl: string };
+
+/** A person a `ring` step rings: every live device of theirs (a `cell` target is not a person's device). */
+export type RingPerson = Exclude<RingTarget, { cell: string }>;
+
+/**
+ * One round of a `ring` step: these people's devices offered the call at once, up to `timeoutMs`. `answered`: a
+ * device took it and was bridged to the caller until either side hung up; `unanswered`: nobody took it in time,
+ * nobody had a live device (at once), or the caller hung up.
+ */
+export type RingOutcome = 'answered' | 'unanswered';
 
 export interface CallControl {
   /** Plays a prompt to the caller; resolves when it ends, early with 'key' when the caller pressed one. */
@@ -16,6 +26,8 @@ export interface CallControl {
   voicemail(maxMs: number): Promise<void>;
   /** Dials `to`, rings up to `timeoutMs`; true once answered and bridged until either side hangs up. */
   forward(to: string, timeoutMs: number): Promise<boolean>;
+  /** Rings these people's live devices for one round (the call numbers the rounds: `ringSeq`). */
+  ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome>;
   /** Ends the call from our side (BYE). */
   hangup(reason: string): Promise<void>;
   /** The call state for steps that change it (`voicemail`). */

@@ -1,23 +1,25 @@
 /**
  * A leg of a call: one party's connection to it (docs/architecture.md, "A call, its legs and its steps"). The call
  * drives its legs through this interface and never sees how a leg is signalled: today a carrier's SIP dialog
- * (`legs/carrier.ts`, inbound or dialled out); a browser's WebRTC leg and a SIP device's leg are to come as other
- * files in `legs/`.
+ * (`legs/carrier.ts`, inbound or dialled out) or a browser's WebRTC peer connection (`legs/browser.ts`, a device that
+ * accepted a `ring` step's offer); a SIP device's leg is to come as another file in `legs/`.
  *
  * - answer: a leg that arrived is answered when it is made (the inbound carrier leg is our 200 with the SDP
  *   answer); a dialled leg exists only once the far end answered.
- * - media: its endpoint, where audio and DTMF come and go (prompts, recording, bridging).
+ * - media: its endpoint, where audio and DTMF come and go (prompts, recording, bridging): an RTP endpoint by default,
+ *   a WebRTC endpoint for a browser leg (audio only; the two have the audio shape `bridge` joins).
  * - hold: the far end's hold, resume or new address is the leg's own business (a carrier leg answers the re-INVITE
  *   with the same media); the call goes on.
  * - bye: our side ends the leg; `onHangup` hears the far end's.
  */
+import type { BridgeEndpoint } from '../media/bridge.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 
-export interface Leg {
+export interface Leg<Media extends BridgeEndpoint = MediaEndpoint> {
   /** Its record (call_legs). */
   readonly id: string;
   /** Where its audio and DTMF come and go. */
-  readonly media: MediaEndpoint;
+  readonly media: Media;
   /** Keys the far end presses (RFC 4733 or in-band); returns the unsubscribe. */
   onDtmf(listener: (digit: string) => void): () => void;
   /** The far end hung up (its BYE was answered). */

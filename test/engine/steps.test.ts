@@ -216,18 +216,76 @@ test('hangup: without a message, at once', async (t) => {
   t.deepEqual(call.actions, [{ hangup: 'plan_hangup' }]);
 });
 
-// ring, queue, ai_answer
+// ring
 
-test('ring, queue and ai_answer take their no-answer edge and note it', async (t) => {
-  const ring = await run({
+const alice = { memberId: '1a2b3c4d-0000-4000-8000-00000000000a' };
+const bob = { userId: '1a2b3c4d-0000-4000-8000-00000000000b' };
+const ringStep = (strategy: 'simultaneous' | 'sequential') =>
+  ({
     type: 'ring',
-    targets: [{ cell: '+33612345678' }],
+    targets: [alice, bob],
+    strategy,
+    timeoutSecs: 15,
+    next: 'after_ring',
+  }) satisfies Step;
+
+test('ring: nobody answers (or nobody is live) takes next after one round of simultaneous ringing', async (t) => {
+  const { next, call } = await run(ringStep('simultaneous'));
+  t.is(next, 'after_ring');
+  t.deepEqual(call.actions, [{ ring: [alice.memberId, bob.userId], timeoutMs: 15_000 }, { enter: 'routing' }]);
+});
+
+test('ring: simultaneous, answered: the call is over once the bridge ends (completed)', async (t) => {
+  const { next, call } = await run(ringStep('simultaneous'), { rings: ['answered'] });
+  t.is(next, undefined);
+  t.deepEqual(call.actions, [{ ring: [alice.memberId, bob.userId], timeoutMs: 15_000 }, { hangup: 'completed' }]);
+});
+
+test('ring: sequential rings one target per round, each for timeoutSecs, and the second answers', async (t) => {
+  const { next, call } = await run(ringStep('sequential'), { rings: ['unanswered', 'answered'] });
+  t.is(next, undefined);
+  t.deepEqual(call.rounds, [[alice.memberId], [bob.userId]]);
+  t.deepEqual(call.hungUp, ['completed']);
+  const nobody = await run(ringStep('sequential'));
+  t.is(nobody.next, 'after_ring');
+  t.deepEqual(nobody.call.actions, [
+    { ring: [alice.memberId], timeoutMs: 15_000 },
+    { ring: [bob.userId], timeoutMs: 15_000 },
+    { enter: 'routing' },
+  ]);
+});
+
+test('ring: the caller hanging up while it rings ends the step; no further round', async (t) => {
+  const { next, call } = await run(ringStep('sequential'), { rings: ['caller_hangup'] });
+  t.is(next, undefined);
+  t.deepEqual(call.actions, [{ ring: [alice.memberId], timeoutMs: 15_000 }]);
+});
+
+test('ring: cell targets are noted and passed over (dialling a cell is not built)', async (t) => {
+  const { next, call } = await run({
+    type: 'ring',
+    targets: [{ cell: '+33612345678' }, bob],
     strategy: 'simultaneous',
     timeoutSecs: 20,
     next: 'after_ring',
   });
-  t.is(ring.next, 'after_ring');
-  t.deepEqual(ring.call.notes, ['step: ring is not built yet; taking next']);
+  t.is(next, 'after_ring');
+  t.deepEqual(call.notes, ['step: 1 cell target(s) not rung, dialling a cell is not built']);
+  t.deepEqual(call.rounds, [[bob.userId]]);
+  const cellsOnly = await run({
+    type: 'ring',
+    targets: [{ cell: '+33612345678' }],
+    strategy: 'sequential',
+    timeoutSecs: 20,
+    next: 'after_ring',
+  });
+  t.is(cellsOnly.next, 'after_ring');
+  t.deepEqual(cellsOnly.call.rounds, []);
+});
+
+// queue, ai_answer
+
+test('queue and ai_answer take their no-answer edge and note it', async (t) => {
   const queue = await run({
     type: 'queue',
     queueId: '6a0e9b2c-3d4f-4a5b-8c6d-7e8f9a0b1c2d',
@@ -246,7 +304,7 @@ test('ring, queue and ai_answer take their no-answer edge and note it', async (t
   });
   t.is(ai.next, 'after_ai');
   t.deepEqual(ai.call.notes, ['step: ai_answer is not built yet; taking next']);
-  t.deepEqual([...ring.call.hungUp, ...queue.call.hungUp, ...ai.call.hungUp], []);
+  t.deepEqual([...queue.call.hungUp, ...ai.call.hungUp], []);
 });
 
 // the runner
@@ -265,7 +323,7 @@ test('runPlan walks the plan from its entry and records the steps taken', async 
   });
   const taken = await runPlan({ ...context(), definition }, call);
   t.deepEqual(taken, ['main', 'sales', 'fw', 'bye']);
-  t.deepEqual(call.notes, ['sales: ring is not built yet; taking next']);
+  t.deepEqual(call.notes, ['sales: 1 cell target(s) not rung, dialling a cell is not built']);
   t.deepEqual(call.hungUp, ['plan_hangup']);
 });
 

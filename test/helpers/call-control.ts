@@ -3,7 +3,7 @@
  * keys are a script; what the steps asked (prompts played, key waits, forwards, recordings, state changes, notes,
  * hangups) is recorded in order for the test to check.
  */
-import type { CallControl, Prompt } from '../../engine/calls/control.ts';
+import type { CallControl, Prompt, RingOutcome, RingPerson } from '../../engine/calls/control.ts';
 
 /** One key wait of the script: a key pressed while waiting, a key pressed during the prompt, or none (timeout). */
 export type ScriptedKey = string | { duringPrompt: string } | undefined;
@@ -17,12 +17,18 @@ export interface CallScript {
   hangsUpDuringPrompt?: number;
   /** The caller hangs up while being recorded. */
   hangsUpDuringRecording?: boolean;
+  /**
+   * How each ring round ends (in order): `answered`, `unanswered` (nobody took it in time, or nobody was live) or
+   * `caller_hangup` (the caller hung up while it rang). Not listed: unanswered.
+   */
+  rings?: Array<RingOutcome | 'caller_hangup'>;
 }
 
 export type CallAction =
   | { play: Prompt; stopOnKey: boolean }
   | { keyWaitMs: number }
   | { forward: string; timeoutMs: number }
+  | { ring: string[]; timeoutMs: number }
   | { voicemailMaxMs: number }
   | { enter: 'voicemail' | 'routing' }
   | { note: string }
@@ -39,6 +45,14 @@ export class ScriptedCall implements CallControl {
   constructor(private readonly script: CallScript = {}) {
     this.keys = [...(script.keys ?? [])];
     this.forwardsAnswered = [...(script.forwardsAnswered ?? [])];
+    this.rings = [...(script.rings ?? [])];
+  }
+
+  private readonly rings: Array<RingOutcome | 'caller_hangup'>;
+
+  /** The ring rounds asked for: each round's people (their member or user ids). */
+  get rounds(): string[][] {
+    return this.actions.flatMap((action) => ('ring' in action ? [action.ring] : []));
   }
 
   get played(): Prompt[] {
@@ -88,6 +102,20 @@ export class ScriptedCall implements CallControl {
     if (this.ended) return Promise.resolve(false);
     this.actions.push({ forward: to, timeoutMs });
     return Promise.resolve(this.forwardsAnswered.shift() ?? false);
+  }
+
+  ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome> {
+    if (this.ended) return Promise.resolve('unanswered');
+    this.actions.push({
+      ring: people.map((person) => ('memberId' in person ? person.memberId : person.userId)),
+      timeoutMs,
+    });
+    const outcome = this.rings.shift() ?? 'unanswered';
+    if (outcome === 'caller_hangup') {
+      this.ended = true;
+      return Promise.resolve('unanswered');
+    }
+    return Promise.resolve(outcome);
   }
 
   hangup(reason: string): Promise<void> {

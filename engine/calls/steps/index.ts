@@ -10,7 +10,8 @@ import { hours } from './hours.ts';
 import { menu } from './menu.ts';
 import { split } from './split.ts';
 import type { StepHandler } from './step.ts';
-import { aiAnswer, queue, ring } from './unavailable.ts';
+import { ring } from './ring.ts';
+import { aiAnswer, queue } from './unavailable.ts';
 import { voicemail } from './voicemail.ts';
 
 export type StepHandlers = { [T in Step['type']]: StepHandler<Extract<Step, { type: T }>> };

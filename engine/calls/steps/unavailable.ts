@@ -1,15 +1,10 @@
 /**
- * Steps not built yet: `ring`, `queue` and `ai_answer` take their no-answer edge (`next`, `overflow`, `next`), and
+ * Steps not built yet: `queue` and `ai_answer` take their no-answer edge (`overflow`, `next`), and
  * the call notes it (logged, counted in `switchboard_calls_step_unavailable_total`). Each becomes a file of its own
  * when built.
  */
-import type { AiAnswerStep, QueueStep, RingStep } from '../../../core/routing/definition.ts';
+import type { AiAnswerStep, QueueStep } from '../../../core/routing/definition.ts';
 import type { StepHandler } from './step.ts';
-
-export const ring: StepHandler<RingStep> = (step, call, context) => {
-  call.note('step_unavailable', `${context.stepId}: ring is not built yet; taking next`);
-  return step.next;
-};
 
 export const queue: StepHandler<QueueStep> = (step, call, context) => {
   call.note('step_unavailable', `${context.stepId}: queue is not built yet; taking overflow`);

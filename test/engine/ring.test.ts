@@ -1,0 +1,206 @@
+/**
+ * The `ring` step on the real engine (docs/phones.md, "The ring step"): sipp calls a number whose plan rings a user;
+ * a stand-in browser (a plain `@roamhq/wrtc` peer connection, test/helpers/webrtc-browser.ts) registers the user's
+ * device through the API, long-polls its offers, answers the engine's SDP offer and accepts. The call connects with
+ * a browser leg and audio crosses both ways; the browser closing its peer connection ends the call and sipp gets
+ * the BYE. Also: the caller hanging up while it rings withdraws the offers; nobody answering takes `next`.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { startService, type TestService } from '../helpers/service.ts';
+import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { audioPcap, playPcap, runSipp, type SippRun } from '../helpers/sipp.ts';
+import { answerOffer, sine } from '../helpers/webrtc-browser.ts';
+
+// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
+process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+
+let service: TestService;
+let sipPort: number;
+
+test.before(async () => {
+  service = await startService({}, ['api', 'engine']);
+  sipPort = service.sipPort as number;
+  await addSippCarrier(service);
+});
+
+test.after.always(async () => {
+  await service?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
+    const found = await check();
+    if (found !== undefined) return found;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
+
+/** A number whose plan rings the workspace's user alice, then hangs up; alice's browser device registered. */
+async function ringingLine(t: ExecutionContext, timeoutSecs = 20) {
+  const tenant = await workspaceApi(service);
+  const { setup } = tenant;
+  const line = await numberRunning(
+    t,
+    service,
+    {
+      entry: 'r',
+      steps: {
+        r: { type: 'ring', targets: [{ userId: setup.user.id }], strategy: 'simultaneous', timeoutSecs, next: 'bye' },
+        bye: { type: 'hangup', message: null },
+      },
+    },
+    tenant,
+  );
+  const session = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
+  });
+  t.is(session.status, 201, session.text);
+  const token = session.body.token as string;
+  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'browser' } });
+  t.is(device.status, 201, device.text);
+  return { line, token, deviceId: device.body.id as string };
+}
+
+/** The device's first waiting offer, long-polled. */
+async function offerOf(token: string, deviceId: string) {
+  return until('an offer', async () => {
+    const polled = await service.request('GET', `/api/v1/devices/${deviceId}/offers?wait=10`, { auth: token });
+    if (polled.status !== 200) throw new Error(`poll: ${polled.status} ${polled.text}`);
+    return (polled.body.data as { id: string; callId: string; sdp: string; ringSeq: number }[])[0];
+  });
+}
+
+async function callRow(callId: string) {
+  const result = await service.pool.query<{ state: string; end_reason: string | null; ended_at: Date | null }>(
+    'SELECT state, end_reason, ended_at FROM calls WHERE id = $1',
+    [callId],
+  );
+  return result.rows[0];
+}
+
+async function eventsOf(callId: string) {
+  const result = await service.pool.query<{ type: string; payload: string | Record<string, unknown> }>(
+    'SELECT type, payload FROM events WHERE stream_key = $1 ORDER BY sequence',
+    [`call:${callId}`],
+  );
+  return result.rows.map((row) => ({
+    type: row.type,
+    payload: (typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload) as Record<string, unknown>,
+  }));
+}
+
+test('a user is rung: the browser accepts, audio crosses both ways, the browser hanging up ends the call', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t);
+  const sipp = runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: line.e164.slice(1),
+    replacements: { MEDIA: `${playPcap(audioPcap)}${playPcap(audioPcap)}` },
+    timeoutSeconds: 90,
+  });
+  const offer = await offerOf(token, deviceId);
+  t.is(offer.ringSeq, 1);
+  const browser = await answerOffer(offer.sdp);
+  const tone = sine(440, 48000);
+  const speaking = setInterval(() => browser.send(tone(480)), 10);
+  try {
+    const accepted = await service.request('POST', `/api/v1/offers/${offer.id}/accept`, {
+      auth: token,
+      body: { sdp: browser.answer },
+    });
+    t.is(accepted.status, 200, accepted.text);
+    await browser.connected();
+    await until('connected', async () => ((await callRow(offer.callId))?.state === 'connected' ? true : undefined));
+    // sipp's audio reaches the browser: loud frames, not silence.
+    await until('audio from the caller at the browser', async () => {
+      const recent = browser.heard.slice(-4800);
+      const energy = recent.reduce((sum, sample) => sum + Math.abs(sample), 0) / Math.max(1, recent.length);
+      return energy > 100 ? true : undefined;
+    });
+    const listed = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
+    t.true((listed.body.data as { busy: boolean }[])[0]?.busy, 'the device is on the call');
+  } finally {
+    clearInterval(speaking);
+    browser.close();
+  }
+  // The browser hung up: the engine's side fails with ICE consent, the call ends, sipp gets the BYE.
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+  const ended = await until('the end', async () => {
+    const row = await callRow(offer.callId);
+    return row?.ended_at === null ? undefined : row;
+  });
+  t.is(ended?.end_reason, 'completed');
+  const legs = await service.pool.query<{ role: string; packets_in: string; packets_out: string; state: string }>(
+    "SELECT role, packets_in, packets_out, state FROM call_legs WHERE call_id = $1 AND role = 'browser'",
+    [offer.callId],
+  );
+  const leg = legs.rows[0];
+  t.is(leg?.state, 'ended');
+  t.true(Number(leg?.packets_in) > 50, `the browser's audio came in: ${leg?.packets_in} frames`);
+  t.true(Number(leg?.packets_out) > 50, `the caller's audio went out: ${leg?.packets_out} frames`);
+  const devices = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
+  t.false((devices.body.data as { id: string; busy: boolean }[]).find((d) => d.id === deviceId)?.busy);
+  const events = await eventsOf(offer.callId);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ringing', 'call.connected', 'call.ended'],
+  );
+  const ringing = events[2]?.payload.ring as Record<string, unknown>;
+  t.like(ringing, { ringSeq: 1, memberIds: [], externalUserIds: ['alice'], offerId: offer.id });
+  const connected = events[3]?.payload.leg as Record<string, unknown>;
+  t.like(connected, { role: 'browser', memberId: null, externalUserId: 'alice' });
+  t.like(events[4]?.payload, { connected: true });
+});
+
+test('the caller hangs up while it rings: the offers are withdrawn, call.ended with connected false', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t);
+  const sipp = runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: line.e164.slice(1),
+    replacements: { HOLD_MS: '3000' },
+  });
+  const offer = await offerOf(token, deviceId);
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+  const withdrawn = await until('the offer withdrawn', async () => {
+    const result = await service.pool.query<{ state: string }>('SELECT state FROM offers WHERE id = $1', [offer.id]);
+    return result.rows[0]?.state === 'withdrawn' ? true : undefined;
+  });
+  t.true(withdrawn);
+  const events = await until('call.ended', async () => {
+    const found = await eventsOf(offer.callId);
+    return found.some((event) => event.type === 'call.ended') ? found : undefined;
+  });
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ringing', 'call.ended'],
+  );
+  t.like(events[3]?.payload, { connected: false });
+});
+
+test('nobody answers within timeoutSecs: the offer is withdrawn and the plan takes next', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t, 5);
+  const sipp = runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1) });
+  const offer = await offerOf(token, deviceId);
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+  const row = await until('the end', async () => {
+    const found = await callRow(offer.callId);
+    return found?.ended_at === null ? undefined : found;
+  });
+  t.is(row?.end_reason, 'plan_hangup');
+  const result = await service.pool.query<{ state: string }>('SELECT state FROM offers WHERE id = $1', [offer.id]);
+  t.is(result.rows[0]?.state, 'withdrawn');
+  const steps = await service.pool.query<{ steps_taken: string[] }>('SELECT steps_taken FROM calls WHERE id = $1', [
+    offer.callId,
+  ]);
+  t.deepEqual(steps.rows[0]?.steps_taken, ['r', 'bye']);
+});
