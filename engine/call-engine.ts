@@ -14,7 +14,7 @@ import type { Config } from '../core/config.ts';
 import { endOwnedCalls } from '../core/calls/calls.ts';
 import type { Log } from '../core/log.ts';
 import { type CallCommand, parseCallCommand, pendingCallCommands } from '../core/calls/commands.ts';
-import { parseOfferNotice } from '../core/devices/offers.ts';
+import { expireOffers, parseOfferNotice, withdrawLapsedOffers } from '../core/devices/offers.ts';
 import { ActiveCalls } from './calls/active-calls.ts';
 import { Admission } from './calls/admission.ts';
 import { dispatchCallCommand } from './calls/commands.ts';
@@ -28,6 +28,8 @@ import { SipEndpoint } from './sip/user-agent.ts';
 
 /** How often the engine looks for call commands whose notice it may have missed. */
 const commandPollMs = 2_000;
+/** How often the engine sweeps offers whose device's presence lapsed or whose time is up. */
+const offerSweepMs = 2_000;
 
 export interface CallEngine {
   sipPort: number;
@@ -165,6 +167,20 @@ export async function startCallEngine(options: {
   await offers.start();
   const commandPoll = setInterval(commandsPending, commandPollMs);
   commandPoll.unref();
+  // Offers whose device's presence lapsed while they rang are withdrawn, and offers past their expiry marked so, by
+  // every engine (the statements are idempotent), so that a device that went away stops being offered the call and
+  // its long-poll hears it (docs/phones.md, "Presence").
+  let sweeping: Promise<void> | undefined;
+  const sweepOffers = () => {
+    sweeping ??= (async () => {
+      await withdrawLapsedOffers(options.pool);
+      await expireOffers(options.pool);
+    })()
+      .catch((error: unknown) => log.warn({ err: error }, 'offers could not be swept'))
+      .finally(() => (sweeping = undefined));
+  };
+  const offerSweep = setInterval(sweepOffers, offerSweepMs);
+  offerSweep.unref();
   log.info(
     { sip: `${config.sip.host}:${sipPort}`, advertised: `${config.sip.advertisedHost}:${sipPort}`, owner },
     'call engine listening',
@@ -175,6 +191,8 @@ export async function startCallEngine(options: {
     calls: active,
     async close() {
       clearInterval(commandPoll);
+      clearInterval(offerSweep);
+      await sweeping;
       await control.close();
       await offers.close();
       await checking;

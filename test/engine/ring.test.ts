@@ -204,3 +204,31 @@ test('nobody answers within timeoutSecs: the offer is withdrawn and the plan tak
   ]);
   t.deepEqual(steps.rows[0]?.steps_taken, ['r', 'bye']);
 });
+
+test('a device whose presence lapses while it rings has its offer withdrawn by the engine, and its long-poll hears so', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t);
+  const sipp = runSipp({
+    scenario: 'caller-hangs-up',
+    sipPort,
+    dialed: line.e164.slice(1),
+    // The caller holds on longer than the long-poll's wait: the offer must go while the call still rings.
+    replacements: { HOLD_MS: '14000' },
+  });
+  const offer = await offerOf(token, deviceId);
+  // The long-poll holds while the offers it shows are the waiting ones; the lease lapses (as a tab that went away).
+  const ringing = service.request('GET', `/api/v1/devices/${deviceId}/offers?wait=10&known=${offer.id}`, {
+    auth: token,
+  });
+  await service.pool.query(
+    "UPDATE devices SET presence_expires_at = clock_timestamp() - interval '1 second' WHERE id = $1",
+    [deviceId],
+  );
+  const polled = await ringing;
+  t.is(polled.status, 200, polled.text);
+  t.deepEqual(polled.body.data, []);
+  const result = await service.pool.query<{ state: string }>('SELECT state FROM offers WHERE id = $1', [offer.id]);
+  t.is(result.rows[0]?.state, 'withdrawn');
+  t.is((await callRow(offer.callId))?.ended_at, null, 'the call still rings when its offer is withdrawn');
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+});
