@@ -6,12 +6,11 @@
  * not its business (admission.ts for an INVITE from a carrier).
  */
 import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
-import type { RoutingPlanDefinition } from '../../core/routing/definition.ts';
+import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
-import { bridge } from '../media/bridge.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
-import type { CallControl, Prompt, RingOutcome, RingPerson } from './control.ts';
-import { dialOut } from './dial-out.ts';
+import type { CallControl, Prompt, RingOutcome } from './control.ts';
+import { bridgeDialled, dialOut } from './dial-out.ts';
 import type { Leg } from './leg.ts';
 import { ringRound } from './ringing.ts';
 import { runPlan } from './runner.ts';
@@ -155,7 +154,6 @@ export class Call implements CallControl {
    */
   async forward(to: string, timeoutMs: number): Promise<boolean> {
     if (this.ended) return false;
-    const { pool } = this.services;
     const dialled = await dialOut(this.services, {
       callId: this.row.id,
       from: this.row.to_number,
@@ -166,39 +164,21 @@ export class Call implements CallControl {
       unavailable: (detail) => this.note('step_unavailable', detail),
     });
     if (dialled === undefined) return false;
-    const { leg } = dialled;
-    try {
-      await changeState(pool, this.row.id, 'connected', { connectedLeg: { id: leg.id, role: 'forward' } });
-      const unbridge = bridge(this.caller.media, leg.media);
-      // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends this call).
-      await new Promise<void>((resolve) => {
-        leg.onHangup(resolve);
-        this.gone.signal.addEventListener(
-          'abort',
-          () => {
-            // Goes at once (the far end has acknowledged its answer); a far end that hung up at the same time is
-            // no error.
-            void leg.bye();
-            resolve();
-          },
-          { once: true },
-        );
-      });
-      unbridge();
-      this.countMedia(leg.media);
-      leg.media.close();
-      await setLegState(pool, leg.id, 'ended', { in: leg.media.stats.packetsIn, out: leg.media.stats.packetsOut });
-      return true;
-    } finally {
-      dialled.release();
-    }
+    await bridgeDialled(
+      this.services,
+      { callId: this.row.id, caller: this.caller.media, gone: this.gone.signal },
+      dialled,
+      { role: 'forward' },
+    );
+    return true;
   }
 
   /**
-   * One round of a `ring` step (ringing.ts): the people's live devices offered the call, ringback to the caller, and
-   * the answering device bridged to the caller until either side hangs up (`answered`).
+   * One round of a `ring` step (ringing.ts): the people's live devices offered the call and the cells dialled out
+   * through the called number's carrier, ringback to the caller, and the first to answer bridged to the caller until
+   * either side hangs up (`answered`).
    */
-  async ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome> {
+  async ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome> {
     if (this.ended) return 'unanswered';
     this.ringSeq += 1;
     return ringRound(
@@ -209,12 +189,23 @@ export class Call implements CallControl {
         ringSeq: this.ringSeq,
         caller: this.caller.media,
         gone: this.gone.signal,
+        dialCell: (to, ringMs, signal) =>
+          dialOut(this.services, {
+            callId: this.row.id,
+            from: this.row.to_number,
+            carrierName: this.carrierName,
+            to,
+            role: 'cell',
+            timeoutMs: ringMs,
+            signal,
+            unavailable: (detail) => this.note('step_unavailable', detail),
+          }),
         onOfferChange: (listener) => {
           this.offerListeners.add(listener);
           return () => this.offerListeners.delete(listener);
         },
       },
-      people,
+      targets,
       timeoutMs,
     );
   }

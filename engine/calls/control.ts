@@ -11,9 +11,10 @@ export type Prompt = { tts: string } | { audioUrl: string };
 export type RingPerson = Exclude<RingTarget, { cell: string }>;
 
 /**
- * One round of a `ring` step: these people's devices offered the call at once, up to `timeoutMs`. `answered`: a
- * device took it and was bridged to the caller until either side hung up; `unanswered`: nobody took it in time,
- * nobody had a live device (at once), or the caller hung up.
+ * One round of a `ring` step: these people's devices offered the call and these cells dialled at once, up to
+ * `timeoutMs`. `answered`: a device or a cell took it and was bridged to the caller until either side hung up;
+ * `unanswered`: nobody took it in time, nobody had a live device and no cell could be dialled (at once), or the caller
+ * hung up.
  */
 export type RingOutcome = 'answered' | 'unanswered';
 
@@ -26,8 +27,11 @@ export interface CallControl {
   voicemail(maxMs: number): Promise<void>;
   /** Dials `to`, rings up to `timeoutMs`; true once answered and bridged until either side hangs up. */
   forward(to: string, timeoutMs: number): Promise<boolean>;
-  /** Rings these people's live devices for one round (the call numbers the rounds: `ringSeq`). */
-  ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome>;
+  /**
+   * Rings these targets for one round: people's live devices offered, cells dialled out through the called number's
+   * carrier (the call numbers the rounds: `ringSeq`).
+   */
+  ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome>;
   /** Ends the call from our side (BYE). */
   hangup(reason: string): Promise<void>;
   /** The call state for steps that change it (`voicemail`). */

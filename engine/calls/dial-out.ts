@@ -1,12 +1,14 @@
 /**
- * Dialling out (a `forward` step): an INVITE through a carrier, with its digest account when it has one, ringing up
- * to a timeout (then CANCEL), answered or not (docs/calls.md, The runner). An answer that comes after we gave up is
- * hung up at once. Answered, the far end is a carrier leg the call bridges to its caller.
+ * Dialling out (a `forward` step, or a `ring` step's `{cell}` target): an INVITE through a carrier, with its digest
+ * account when it has one, ringing up to a timeout (then CANCEL), answered or not (docs/calls.md, The runner). An
+ * answer that comes after we gave up is hung up at once. Answered, the far end is a carrier leg the call bridges to
+ * its caller (`bridgeDialled`).
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
-import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
+import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
 import { openSecret } from '../../core/sealing.ts';
-import { MediaEndpoint as Media } from '../media/rtp.ts';
+import { bridge } from '../media/bridge.ts';
+import { MediaEndpoint as Media, type MediaEndpoint } from '../media/rtp.ts';
 import { offer as offerSdp, parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
 import { CarrierLeg } from './legs/carrier.ts';
@@ -20,6 +22,11 @@ export interface DialOut {
   /** The carrier to leave through: the called number's. */
   carrierName: string;
   to: string;
+  /**
+   * The leg's role: `forward` (the default; the call goes to `offering` as it dials, back to `routing` if it cannot)
+   * or `cell` (a ring round's target: the round owns the call's state).
+   */
+  role?: 'forward' | 'cell';
   timeoutMs: number;
   /** Aborts when the call ends: ringing stops (CANCEL). */
   signal: AbortSignal;
@@ -39,10 +46,13 @@ export interface Dialled {
  * undefined.
  */
 export async function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
-  const { to, signal } = request;
+  const { signal } = request;
+  const role = request.role ?? 'forward';
+  const to = request.to;
+  const what = `${role} to ${to}`;
   const carrier = await services.carriers.byName(request.carrierName);
   if (carrier === undefined || carrier.address.includes('/')) {
-    request.unavailable(`forward to ${to}: carrier "${request.carrierName}" has no address to dial out to`);
+    request.unavailable(`${what}: carrier "${request.carrierName}" has no address to dial out to`);
     return undefined;
   }
   const core = services.sip.core(carrier.transport);
@@ -50,15 +60,15 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
   const target = Grammar.URIParse(`sip:${to}@${carrier.address}:${carrier.port};transport=${carrier.transport}`);
   const from = Grammar.URIParse(`sip:${request.from}@${host}:${services.sip.port}`);
   if (target === undefined || from === undefined) {
-    request.unavailable(`forward to ${to}: cannot make a SIP URI`);
+    request.unavailable(`${what}: cannot make a SIP URI`);
     return undefined;
   }
   const media = await Media.open(services.ports, services.rtpHost).catch(() => undefined);
   if (media === undefined) {
-    request.unavailable(`forward to ${to}: no media port free`);
+    request.unavailable(`${what}: no media port free`);
     return undefined;
   }
-  await changeState(services.pool, request.callId, 'offering');
+  if (role === 'forward') await changeState(services.pool, request.callId, 'offering');
   const message = core.makeOutgoingRequestMessage(
     'INVITE',
     target,
@@ -80,8 +90,8 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
       password = openSecret(services.carrierSecrets, carrier.password);
     } catch {
       media.close();
-      request.unavailable(`forward to ${to}: carrier "${carrier.name}"'s password cannot be opened`);
-      await changeState(services.pool, request.callId, 'routing');
+      request.unavailable(`${what}: carrier "${carrier.name}"'s password cannot be opened`);
+      if (role === 'forward') await changeState(services.pool, request.callId, 'routing');
       return undefined;
     }
     stopSigning = services.sip.signRequests(message.callId, { username: carrier.username, password });
@@ -90,7 +100,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
   let handedOver = false;
   try {
     const legId = await addLeg(services.pool, request.callId, {
-      role: 'forward',
+      role,
       remote: `${to} via ${carrier.name}`,
       sipCallId: message.callId,
     });
@@ -147,5 +157,56 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     return { leg: new CarrierLeg(legId, answered, media), release: stopSigning };
   } finally {
     if (!handedOver) stopSigning();
+  }
+}
+
+/**
+ * An answered dial-out bridged to the caller: the call is `connected` with the leg (`call.connected`), and the two
+ * are bridged until one side hangs up: the far end's BYE, or the call's end (`gone`: the caller's BYE, a command),
+ * on which our BYE goes to the far end. Then the leg is `ended` with its packet counts, and its account released.
+ */
+export async function bridgeDialled(
+  services: CallServices,
+  call: { callId: string; caller: MediaEndpoint; gone: AbortSignal },
+  dialled: Dialled,
+  connectedLeg: Omit<ConnectedLeg, 'id'>,
+): Promise<void> {
+  const { pool, metrics } = services;
+  const { leg } = dialled;
+  try {
+    await changeState(pool, call.callId, 'connected', { connectedLeg: { id: leg.id, ...connectedLeg } });
+    const unbridge = bridge(call.caller, leg.media);
+    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call).
+    await new Promise<void>((resolve) => {
+      leg.onHangup(resolve);
+      const onGone = () => {
+        // Goes at once (the far end has acknowledged its answer); a far end that hung up at the same time is no
+        // error.
+        void leg.bye();
+        resolve();
+      };
+      if (call.gone.aborted) onGone();
+      else call.gone.addEventListener('abort', onGone, { once: true });
+    });
+    unbridge();
+    const stats = leg.media.stats;
+    metrics.rtpPackets.inc({ direction: 'in' }, stats.packetsIn);
+    metrics.rtpPackets.inc({ direction: 'out' }, stats.packetsOut);
+    metrics.rtpLost.inc(stats.lost);
+    leg.media.close();
+    await setLegState(pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+  } finally {
+    dialled.release();
+  }
+}
+
+/** An answered dial-out nobody wants any more (another target answered first, or the call ended): BYE, ended. */
+export async function hangUpDialled(services: CallServices, dialled: Dialled): Promise<void> {
+  try {
+    void dialled.leg.bye();
+    dialled.leg.media.close();
+    await setLegState(services.pool, dialled.leg.id, 'ended');
+  } finally {
+    dialled.release();
   }
 }

@@ -1,22 +1,27 @@
 /**
  * One round of a `ring` step on a call (docs/phones.md, "The ring step"): the people's live devices are offered the
- * call, each with the SDP offer of its own WebRTC endpoint; `call.ringing` is written; the caller hears ringback; the
- * round waits for an accept (heard on `switchboard_offers` through the engine's one listener, call-engine.ts), the
- * caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn (they
- * expire at the end of their round) and every endpoint but the answering one is closed.
+ * call, each with the SDP offer of its own WebRTC endpoint; `call.ringing` is written; the cells are dialled out
+ * through the called number's carrier (`dialCell`); the caller hears ringback; the round waits for the first answer
+ * (a device's accept, heard on `switchboard_offers` through the engine's one listener, call-engine.ts, or a cell's
+ * 200), the caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn
+ * (they expire at the end of their round), the cells still ringing are cancelled (CANCEL), and every endpoint but
+ * the answering one is closed.
  *
- * Accepted: the device's answer completes its endpoint, the leg is recorded (`browser`), the call is `connected`
+ * A device accepted: its answer completes its endpoint, the leg is recorded (`browser`), the call is `connected`
  * with that leg (`call.connected`), and the caller and the device are bridged until either hangs up; then the leg
- * ends and the device is free again (`setDeviceBusy` null).
+ * ends and the device is free again (`setDeviceBusy` null). A cell answered: its carrier leg (`cell`, no memberId or
+ * externalUserId) is bridged to the caller in the same way (`bridgeDialled`).
  */
 import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
+import type { RingTarget } from '../../core/routing/definition.ts';
 import { bridge } from '../media/bridge.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
+import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
 import { BrowserLeg } from './legs/browser.ts';
 import type { CallServices } from './services.ts';
 
@@ -31,23 +36,36 @@ export interface RoundContext {
   caller: MediaEndpoint;
   /** Aborts when the call ends (the caller hung up, a command, shutdown). */
   gone: AbortSignal;
+  /**
+   * Dials a cell out through the called number's carrier, ringing up to `timeoutMs` and cancelled when `signal`
+   * aborts; resolves once answered, or undefined (not answered, refused, impossible).
+   */
+  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined>;
   /** Called with every offer notice of the call while the round waits; returns the unsubscribe. */
   onOfferChange(listener: () => void): () => void;
 }
+
+/** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
+type Answer = { offer: OfferRow } | { cell: Dialled } | undefined;
 
 /** Runs one round; see the file's comment. */
 export async function ringRound(
   services: CallServices,
   round: RoundContext,
-  people: readonly RingPerson[],
+  targets: readonly RingTarget[],
   timeoutMs: number,
 ): Promise<RingOutcome> {
   const { pool, log } = services;
-  const devices = await ringableDevices(pool, round.workspaceId, {
-    memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
-    userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
-  });
-  if (devices.length === 0 || round.gone.aborted) return 'unanswered';
+  const people = targets.filter((target): target is RingPerson => !('cell' in target));
+  const cells = targets.flatMap((target) => ('cell' in target ? [target.cell] : []));
+  const devices =
+    people.length === 0
+      ? []
+      : await ringableDevices(pool, round.workspaceId, {
+          memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
+          userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
+        });
+  if ((devices.length === 0 && cells.length === 0) || round.gone.aborted) return 'unanswered';
   const endpoints = new Map<string, WebRtcEndpoint>();
   const closeAll = (except?: string) => {
     for (const [deviceId, endpoint] of endpoints) if (deviceId !== except) endpoint.close();
@@ -69,20 +87,30 @@ export async function ringRound(
   // Listening before the offers exist: an accept may come as soon as they are announced.
   let wake = () => {};
   const stopListening = round.onOfferChange(() => wake());
+  // Cancels the cells still ringing once the round is decided (or the call ends).
+  const stopCells = new AbortController();
+  const onGoneCells = () => stopCells.abort();
+  round.gone.addEventListener('abort', onGoneCells, { once: true });
+  // Each cell's dial-out, settled once it is answered and handed over, or given up.
+  const dialling: Promise<void>[] = [];
   try {
     const expiresAt = new Date(Date.now() + timeoutMs);
-    const made = await makeOffers(pool, {
-      callId: round.callId,
-      workspaceId: round.workspaceId,
-      ringSeq: round.ringSeq,
-      devices: offered.filter((offer) => offer !== undefined),
-      expiresAt,
-    });
+    const toOffer = offered.filter((offer) => offer !== undefined);
+    const made =
+      toOffer.length === 0
+        ? { offers: [], notOffered: [] }
+        : await makeOffers(pool, {
+            callId: round.callId,
+            workspaceId: round.workspaceId,
+            ringSeq: round.ringSeq,
+            devices: toOffer,
+            expiresAt,
+          });
     for (const deviceId of made.notOffered) {
       endpoints.get(deviceId)?.close();
       endpoints.delete(deviceId);
     }
-    if (made.offers.length === 0) return 'unanswered';
+    if (made.offers.length === 0 && cells.length === 0) return 'unanswered';
     const owners = new Map(devices.map((device) => [device.id, device]));
     const ringing = await changeState(pool, round.callId, 'offering', {
       ringing: {
@@ -96,18 +124,40 @@ export async function ringRound(
 
     const ringback = new AbortController();
     void playRingback(round.caller, ringback.signal);
-    const accepted = await new Promise<OfferRow | undefined>((resolve) => {
+    const answer = await new Promise<Answer>((resolve) => {
       let settled = false;
-      const settle = (offer: OfferRow | undefined) => {
-        if (settled) return;
+      const settle = (found: Answer) => {
+        if (settled) return false;
         settled = true;
         clearTimeout(timer);
         round.gone.removeEventListener('abort', onGone);
-        resolve(offer);
+        resolve(found);
+        return true;
       };
       const onGone = () => settle(undefined);
       const timer = setTimeout(() => settle(undefined), Math.max(0, expiresAt.getTime() - Date.now()));
       round.gone.addEventListener('abort', onGone, { once: true });
+      // The cells ring with the devices; with no device offered, the round ends once every cell gave up.
+      let cellsRinging = cells.length;
+      for (const cell of cells) {
+        dialling.push(
+          round
+            .dialCell(cell, Math.max(0, expiresAt.getTime() - Date.now()), stopCells.signal)
+            .catch((error: unknown) => {
+              log.warn({ err: error, callId: round.callId }, 'a cell could not be dialled');
+              return undefined;
+            })
+            .then(async (dialled) => {
+              if (dialled !== undefined) {
+                // A cell answering after another target won is hung up at once.
+                if (!settle({ cell: dialled })) await hangUpDialled(services, dialled);
+                return;
+              }
+              cellsRinging -= 1;
+              if (cellsRinging === 0 && made.offers.length === 0) settle(undefined);
+            }),
+        );
+      }
       let reading = false;
       let again = false;
       wake = () => {
@@ -118,7 +168,7 @@ export async function ringRound(
         reading = true;
         void acceptedOffer(pool, round)
           .then((offer) => {
-            if (offer !== undefined) settle(offer);
+            if (offer !== undefined) settle({ offer });
           })
           .catch((error: unknown) => log.warn({ err: error, callId: round.callId }, 'offers could not be read'))
           .finally(() => {
@@ -130,24 +180,49 @@ export async function ringRound(
           });
       };
       // An accept announced before the listener was set, or while it was down.
-      wake();
+      if (made.offers.length > 0) wake();
     });
     ringback.abort();
     wake = () => {};
-    // The round is over: its waiting offers go. An accept that won just before the withdrawal still counts.
+    // The round is over: the cells still ringing are cancelled, its waiting offers go. An accept that won just
+    // before the withdrawal still counts, unless a cell answered first.
+    stopCells.abort();
+    await Promise.all(dialling);
     await withdrawOffers(pool, round.callId, round.ringSeq);
-    const winner = accepted ?? (await acceptedOffer(pool, round));
-    if (winner === undefined) return 'unanswered';
-    closeAll(winner.device_id);
+    const accepted =
+      answer !== undefined && 'offer' in answer
+        ? answer.offer
+        : made.offers.length > 0
+          ? await acceptedOffer(pool, round)
+          : undefined;
+    if (answer !== undefined && 'cell' in answer) {
+      closeAll(undefined);
+      // A device that accepted as the cell answered lost: it is free again.
+      if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
+      if (round.gone.aborted) {
+        await hangUpDialled(services, answer.cell);
+        return 'unanswered';
+      }
+      await bridgeDialled(services, { callId: round.callId, caller: round.caller, gone: round.gone }, answer.cell, {
+        role: 'cell',
+        memberId: null,
+        externalUserId: null,
+      });
+      return 'answered';
+    }
+    if (accepted === undefined) return 'unanswered';
+    closeAll(accepted.device_id);
     if (round.gone.aborted) {
-      endpoints.get(winner.device_id)?.close();
-      await setDeviceBusy(pool, winner.device_id, null);
+      endpoints.get(accepted.device_id)?.close();
+      await setDeviceBusy(pool, accepted.device_id, null);
       return 'unanswered';
     }
-    return await connect(services, round, winner, endpoints.get(winner.device_id), owners.get(winner.device_id));
+    return await connect(services, round, accepted, endpoints.get(accepted.device_id), owners.get(accepted.device_id));
   } finally {
     stopListening();
     wake = () => {};
+    stopCells.abort();
+    round.gone.removeEventListener('abort', onGoneCells);
     closeAll(undefined);
   }
 }

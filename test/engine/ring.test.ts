@@ -3,12 +3,16 @@
  * a stand-in browser (a plain `@roamhq/wrtc` peer connection, test/helpers/webrtc-browser.ts) registers the user's
  * device through the API, long-polls its offers, answers the engine's SDP offer and accepts. The call connects with
  * a browser leg and audio crosses both ways; the browser closing its peer connection ends the call and sipp gets
- * the BYE. Also: the caller hanging up while it rings withdraws the offers; nobody answering takes `next`.
+ * the BYE. Also: the caller hanging up while it rings withdraws the offers; nobody answering takes `next`. A `{cell}`
+ * target is dialled out through the number's carrier, a second sipp acting as the far end (as the forward tests do):
+ * answered, it is bridged and wins over the devices; not answered, it is cancelled and the plan takes `next`.
  */
 import test, { type ExecutionContext } from 'ava';
 import { startService, type TestService } from '../helpers/service.ts';
+import { runCli } from '../helpers/cli.ts';
+import { freeUdpPort } from '../helpers/free-port.ts';
 import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
-import { audioPcap, playPcap, runSipp, type SippRun } from '../helpers/sipp.ts';
+import { audioPcap, playPcap, runSipp, type SippRun, startSippServer } from '../helpers/sipp.ts';
 import { answerOffer, sine } from '../helpers/webrtc-browser.ts';
 
 // The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
@@ -231,4 +235,153 @@ test('a device whose presence lapses while it rings has its offer withdrawn by t
   t.is((await callRow(offer.callId))?.ended_at, null, 'the call still rings when its offer is withdrawn');
   const run = await sipp;
   t.is(run.code, 0, sippFailed(run));
+});
+
+const cell = '+15550009999';
+
+/**
+ * A number whose carrier is a sipp far end on `port` and whose plan rings `targets` (the cell among them), then
+ * hangs up; alice's browser device registered.
+ */
+async function cellLine(t: ExecutionContext, port: number, timeoutSecs: number, withAlice: boolean) {
+  const carrier = `far-${port}`;
+  const added = await runCli(service.databaseUrl, [
+    'carriers',
+    'add',
+    carrier,
+    '--address',
+    '127.0.0.1',
+    '--port',
+    String(port),
+  ]);
+  t.is(added.code, 0, added.stderr);
+  const tenant = await workspaceApi(service);
+  const targets = withAlice ? [{ userId: tenant.setup.user.id }, { cell }] : [{ cell }];
+  const line = await numberRunning(
+    t,
+    service,
+    {
+      entry: 'r',
+      steps: {
+        r: { type: 'ring', targets, strategy: 'simultaneous', timeoutSecs, next: 'bye' },
+        bye: { type: 'hangup', message: null },
+      },
+    },
+    tenant,
+  );
+  await service.pool.query('UPDATE phone_numbers SET carrier = $2 WHERE e164 = $1', [line.e164, carrier]);
+  const session = await service.request('POST', '/api/v1/sessions', {
+    auth: tenant.setup.apiKey,
+    body: {
+      externalWorkspaceId: tenant.setup.workspace.externalWorkspaceId,
+      externalUserId: 'alice',
+      scopes: ['devices:*'],
+    },
+  });
+  t.is(session.status, 201, session.text);
+  const token = session.body.token as string;
+  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'browser' } });
+  t.is(device.status, 201, device.text);
+  return { line, token, deviceId: device.body.id as string };
+}
+
+async function endedCallTo(e164: string) {
+  return until('the call to end', async () => {
+    const result = await service.pool.query<{ id: string; end_reason: string | null; steps_taken: string[] }>(
+      'SELECT id, end_reason, steps_taken FROM calls WHERE to_number = $1 AND ended_at IS NOT NULL',
+      [e164],
+    );
+    return result.rows[0];
+  });
+}
+
+test('a cell rung with a device answers first: its carrier leg is bridged, the offer withdrawn, its BYE completes the call', async (t) => {
+  const port = await freeUdpPort();
+  const far = startSippServer({
+    scenario: 'uas-answers-hangs-up',
+    port,
+    mediaPort: await freeUdpPort(),
+    replacements: { HOLD_MS: '4000' },
+  });
+  const { line, token, deviceId } = await cellLine(t, port, 20, true);
+  const sipp = runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: line.e164.slice(1),
+    replacements: { MEDIA: playPcap(audioPcap) },
+  });
+  // alice's device is offered the call in the same round as the cell.
+  const offer = await offerOf(token, deviceId);
+  const farEnd = await far.finished;
+  t.is(farEnd.code, 0, farEnd.stderr);
+  // The far end hung up: the call is over and sipp (the caller) gets the engine's BYE.
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+  const ended = await endedCallTo(line.e164);
+  t.is(ended.id, offer.callId);
+  t.is(ended.end_reason, 'completed');
+  t.deepEqual(ended.steps_taken, ['r']);
+  const offers = await service.pool.query<{ state: string }>('SELECT state FROM offers WHERE id = $1', [offer.id]);
+  t.is(offers.rows[0]?.state, 'withdrawn');
+  const legs = await service.pool.query<{
+    id: string;
+    role: string;
+    remote: string;
+    state: string;
+    packets_in: string;
+    packets_out: string;
+  }>("SELECT id, role, remote, state, packets_in, packets_out FROM call_legs WHERE call_id = $1 AND role = 'cell'", [
+    ended.id,
+  ]);
+  const leg = legs.rows[0];
+  t.is(legs.rows.length, 1);
+  t.is(leg?.state, 'ended');
+  t.is(leg?.remote, `${cell} via far-${port}`);
+  // The caller's audio went to the cell and its echo came back.
+  t.true(Number(leg?.packets_out) > 50 && Number(leg?.packets_in) > 50, JSON.stringify(leg));
+  const events = await eventsOf(ended.id);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ringing', 'call.connected', 'call.ended'],
+  );
+  t.like(events[2]?.payload.ring as Record<string, unknown>, {
+    ringSeq: 1,
+    memberIds: [],
+    externalUserIds: ['alice'],
+    offerId: offer.id,
+  });
+  t.deepEqual(events[3]?.payload.leg, { id: leg?.id, role: 'cell', memberId: null, externalUserId: null });
+  t.like(events[4]?.payload, { connected: true, call: { endReason: 'completed' } });
+});
+
+test('a cell that does not answer within timeoutSecs is cancelled (CANCEL) and the plan takes next', async (t) => {
+  const port = await freeUdpPort();
+  const far = startSippServer({ scenario: 'uas-no-answer', port, mediaPort: await freeUdpPort() });
+  const { line } = await cellLine(t, port, 5, false);
+  const started = Date.now();
+  const run = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1) });
+  t.is(run.code, 0, sippFailed(run));
+  t.true(Date.now() - started >= 5000, 'rang for timeoutSecs first');
+  // sipp as the far end got the CANCEL (its scenario waits for it).
+  const farEnd = await far.finished;
+  t.is(farEnd.code, 0, farEnd.stderr);
+  const ended = await endedCallTo(line.e164);
+  t.is(ended.end_reason, 'plan_hangup');
+  t.deepEqual(ended.steps_taken, ['r', 'bye']);
+  const legs = await service.pool.query<{ state: string }>(
+    "SELECT state FROM call_legs WHERE call_id = $1 AND role = 'cell'",
+    [ended.id],
+  );
+  t.deepEqual(
+    legs.rows.map((row) => row.state),
+    ['ended'],
+  );
+  const events = await eventsOf(ended.id);
+  t.deepEqual(
+    events.map((event) => event.type),
+    ['call.started', 'call.answered', 'call.ringing', 'call.ended'],
+  );
+  const ring = events[2]?.payload.ring as Record<string, unknown>;
+  t.like(ring, { ringSeq: 1, memberIds: [], externalUserIds: [], offerId: null });
+  t.like(events[3]?.payload, { connected: false, call: { endReason: 'plan_hangup' } });
 });

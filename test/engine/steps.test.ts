@@ -261,26 +261,45 @@ test('ring: the caller hanging up while it rings ends the step; no further round
   t.deepEqual(call.actions, [{ ring: [alice.memberId], timeoutMs: 15_000 }]);
 });
 
-test('ring: cell targets are noted and passed over (dialling a cell is not built)', async (t) => {
-  const { next, call } = await run({
+test('ring: a cell rings in the same round as the people (simultaneous); answered: completed', async (t) => {
+  const step = {
     type: 'ring',
     targets: [{ cell: '+33612345678' }, bob],
     strategy: 'simultaneous',
     timeoutSecs: 20,
     next: 'after_ring',
-  });
-  t.is(next, 'after_ring');
-  t.deepEqual(call.notes, ['step: 1 cell target(s) not rung, dialling a cell is not built']);
-  t.deepEqual(call.rounds, [[bob.userId]]);
-  const cellsOnly = await run({
+  } satisfies Step;
+  const { next, call } = await run(step, { rings: ['answered'] });
+  t.is(next, undefined);
+  t.deepEqual(call.actions, [{ ring: ['+33612345678', bob.userId], timeoutMs: 20_000 }, { hangup: 'completed' }]);
+  t.deepEqual(call.notes, []);
+  const nobody = await run(step);
+  t.is(nobody.next, 'after_ring');
+  t.deepEqual(nobody.call.actions, [{ ring: ['+33612345678', bob.userId], timeoutMs: 20_000 }, { enter: 'routing' }]);
+});
+
+test('ring: sequential, a cell is its own round; not answered takes next, answered completes', async (t) => {
+  const step = {
     type: 'ring',
-    targets: [{ cell: '+33612345678' }],
+    targets: [alice, { cell: '+33612345678' }],
     strategy: 'sequential',
     timeoutSecs: 20,
     next: 'after_ring',
-  });
-  t.is(cellsOnly.next, 'after_ring');
-  t.deepEqual(cellsOnly.call.rounds, []);
+  } satisfies Step;
+  const nobody = await run(step);
+  t.is(nobody.next, 'after_ring');
+  t.deepEqual(nobody.call.actions, [
+    { ring: [alice.memberId], timeoutMs: 20_000 },
+    { ring: ['+33612345678'], timeoutMs: 20_000 },
+    { enter: 'routing' },
+  ]);
+  const answered = await run(step, { rings: ['unanswered', 'answered'] });
+  t.is(answered.next, undefined);
+  t.deepEqual(answered.call.rounds, [[alice.memberId], ['+33612345678']]);
+  t.deepEqual(answered.call.hungUp, ['completed']);
+  const cellOnly = await run({ ...step, targets: [{ cell: '+33612345678' }] }, { rings: ['answered'] });
+  t.is(cellOnly.next, undefined);
+  t.deepEqual(cellOnly.call.rounds, [['+33612345678']]);
 });
 
 // queue, ai_answer
@@ -323,7 +342,9 @@ test('runPlan walks the plan from its entry and records the steps taken', async 
   });
   const taken = await runPlan({ ...context(), definition }, call);
   t.deepEqual(taken, ['main', 'sales', 'fw', 'bye']);
-  t.deepEqual(call.notes, ['sales: 1 cell target(s) not rung, dialling a cell is not built']);
+  // The cell was rung (its own round) and not answered: the plan went on to `fw`.
+  t.deepEqual(call.rounds, [['+33612345678']]);
+  t.deepEqual(call.notes, []);
   t.deepEqual(call.hungUp, ['plan_hangup']);
 });
 

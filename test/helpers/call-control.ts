@@ -3,7 +3,8 @@
  * keys are a script; what the steps asked (prompts played, key waits, forwards, recordings, state changes, notes,
  * hangups) is recorded in order for the test to check.
  */
-import type { CallControl, Prompt, RingOutcome, RingPerson } from '../../engine/calls/control.ts';
+import type { RingTarget } from '../../core/routing/definition.ts';
+import type { CallControl, Prompt, RingOutcome } from '../../engine/calls/control.ts';
 
 /** One key wait of the script: a key pressed while waiting, a key pressed during the prompt, or none (timeout). */
 export type ScriptedKey = string | { duringPrompt: string } | undefined;
@@ -18,8 +19,8 @@ export interface CallScript {
   /** The caller hangs up while being recorded. */
   hangsUpDuringRecording?: boolean;
   /**
-   * How each ring round ends (in order): `answered`, `unanswered` (nobody took it in time, or nobody was live) or
-   * `caller_hangup` (the caller hung up while it rang). Not listed: unanswered.
+   * How each ring round ends (in order): `answered` (a device or a cell took it), `unanswered` (nobody took it in
+   * time, or nobody was live) or `caller_hangup` (the caller hung up while it rang). Not listed: unanswered.
    */
   rings?: Array<RingOutcome | 'caller_hangup'>;
 }
@@ -50,7 +51,7 @@ export class ScriptedCall implements CallControl {
 
   private readonly rings: Array<RingOutcome | 'caller_hangup'>;
 
-  /** The ring rounds asked for: each round's people (their member or user ids). */
+  /** The ring rounds asked for: each round's targets (their member or user ids, or the cell's number). */
   get rounds(): string[][] {
     return this.actions.flatMap((action) => ('ring' in action ? [action.ring] : []));
   }
@@ -104,10 +105,12 @@ export class ScriptedCall implements CallControl {
     return Promise.resolve(this.forwardsAnswered.shift() ?? false);
   }
 
-  ring(people: readonly RingPerson[], timeoutMs: number): Promise<RingOutcome> {
+  ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome> {
     if (this.ended) return Promise.resolve('unanswered');
     this.actions.push({
-      ring: people.map((person) => ('memberId' in person ? person.memberId : person.userId)),
+      ring: targets.map((target) =>
+        'cell' in target ? target.cell : 'memberId' in target ? target.memberId : target.userId,
+      ),
       timeoutMs,
     });
     const outcome = this.rings.shift() ?? 'unanswered';
