@@ -25,7 +25,10 @@ export interface PhoneOptions {
   /** Sent as `x-service-workspace-id`; a token names its workspace already. */
   workspaceId?: string;
   device: { kind: 'browser'; name?: string; clientId?: string };
-  /** STUN and TURN servers for the peer connection; none: host candidates only. */
+  /**
+   * STUN and TURN servers for the peer connection when an offer names none (the service hands its own, ICE_SERVERS,
+   * with each offer); none: host candidates only.
+   */
   iceServers?: RTCIceServer[];
   /** The microphone constraints given to getUserMedia; default `true`. */
   microphone?: boolean | MediaTrackConstraints;
@@ -110,11 +113,14 @@ interface OfferJson {
   to: string;
   sdp: string;
   expiresAt: string;
+  /** The service's STUN and TURN servers (ICE_SERVERS); empty or missing: this phone's `iceServers` option. */
+  iceServers?: RTCIceServer[];
 }
 
 interface Call extends PhoneCall {
   state: CallState;
   sdp: string;
+  iceServers: RTCIceServer[];
   pc?: RTCPeerConnection;
   microphone?: MediaStream;
 }
@@ -193,7 +199,7 @@ export function createPhone(options: PhoneOptions): Phone {
     call.state = 'answering';
     shown.delete(call.id); // It leaves the waiting offers: that is not a withdrawal.
     try {
-      const pc = new RTCPeerConnection({ iceServers: options.iceServers ?? [] });
+      const pc = new RTCPeerConnection({ iceServers: call.iceServers });
       call.pc = pc;
       pc.addEventListener('track', (event) => {
         const stream = event.streams[0] ?? new MediaStream([event.track]);
@@ -240,6 +246,9 @@ export function createPhone(options: PhoneOptions): Phone {
       to: offer.to,
       expiresAt: offer.expiresAt,
       sdp: offer.sdp,
+      // The offer's servers, else the phone's own.
+      iceServers:
+        offer.iceServers !== undefined && offer.iceServers.length > 0 ? offer.iceServers : (options.iceServers ?? []),
       state: 'ringing',
       accept: () => accept(call),
       decline: () => decline(call),
