@@ -25,7 +25,10 @@ export interface PhoneOptions {
   /** Sent as `x-service-workspace-id`; a token names its workspace already. */
   workspaceId?: string;
   device: { kind: 'browser'; name?: string; clientId?: string };
-  /** STUN and TURN servers for the peer connection; none: host candidates only. */
+  /**
+   * STUN and TURN servers for the peer connection when an offer names none (the service hands its own, ICE_SERVERS,
+   * with each offer); none: host candidates only.
+   */
   iceServers?: RTCIceServer[];
   /** The microphone constraints given to getUserMedia; default `true`. */
   microphone?: boolean | MediaTrackConstraints;
@@ -93,8 +96,13 @@ export interface Phone {
   readonly call: PhoneCall | undefined;
   /** Mutes or unmutes the microphone of the call. */
   mute(muted: boolean): void;
-  /** Ends the call: the peer connection closes, and the engine sees the leg end. */
-  hangUp(): void;
+  /**
+   * Ends the call: `ended` at once and the microphone stops; an answered call is hung up through the API
+   * (`POST /calls/{id}/hangup`, which needs `calls:*` in the token), so the engine ends it at once; then the peer
+   * connection closes. Without `calls:*` (403) the engine notices the closed connection instead, about 15 s later.
+   * Resolves once the connection is closed.
+   */
+  hangUp(): Promise<void>;
   /** Stops polling and renewing (the presence lease then lapses) and hangs up. The device stays registered. */
   stop(): void;
 }
@@ -102,6 +110,8 @@ export interface Phone {
 const presenceEveryMs = 20_000;
 const waitSeconds = 10;
 const retryAfterMs = 2_000;
+/** The longest the hangup request is waited for before the connection closes anyway (the API answers within ~5 s). */
+const hangupWaitMs = 10_000;
 
 interface OfferJson {
   id: string;
@@ -110,13 +120,18 @@ interface OfferJson {
   to: string;
   sdp: string;
   expiresAt: string;
+  /** The service's STUN and TURN servers (ICE_SERVERS); empty or missing: this phone's `iceServers` option. */
+  iceServers?: RTCIceServer[];
 }
 
 interface Call extends PhoneCall {
   state: CallState;
   sdp: string;
+  iceServers: RTCIceServer[];
   pc?: RTCPeerConnection;
   microphone?: MediaStream;
+  /** The accept went through: the call is this device's to hang up. */
+  accepted?: boolean;
 }
 
 export function createPhone(options: PhoneOptions): Phone {
@@ -150,7 +165,13 @@ export function createPhone(options: PhoneOptions): Phone {
   }
 
   /** One API request; a 401 fetches a new token and tries once more. Answers the JSON body, or throws a PhoneError. */
-  async function api(method: 'GET' | 'POST', path: string, body?: unknown, retried = false): Promise<unknown> {
+  async function api(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    retried = false,
+    signal: AbortSignal = stopping.signal,
+  ): Promise<unknown> {
     token ??= await options.fetchToken();
     const headers: Record<string, string> = { authorization: `Bearer ${token}` };
     if (options.workspaceId !== undefined) headers['x-service-workspace-id'] = options.workspaceId;
@@ -162,11 +183,11 @@ export function createPhone(options: PhoneOptions): Phone {
       method,
       headers,
       ...(method === 'POST' ? { body: JSON.stringify(body ?? {}) } : {}),
-      signal: stopping.signal,
+      signal,
     });
     if (response.status === 401 && !retried) {
       token = await options.fetchToken();
-      return api(method, path, body, true);
+      return api(method, path, body, true, signal);
     }
     const text = await response.text();
     const json = text === '' ? undefined : (JSON.parse(text) as { error?: { code: string; message: string } });
@@ -176,14 +197,33 @@ export function createPhone(options: PhoneOptions): Phone {
     return json;
   }
 
-  function end(call: Call, reason: EndReason): void {
+  /** Ends the call here: `ended`, the microphone stopped, the peer connection closed (unless `keepConnection`). */
+  function end(call: Call, reason: EndReason, keepConnection = false): void {
     if (call.state === 'ended') return;
     call.state = 'ended';
     shown.delete(call.id);
     if (current === call) current = undefined;
     call.microphone?.getTracks().forEach((track) => track.stop());
-    if (call.pc !== undefined && call.pc.signalingState !== 'closed') call.pc.close();
+    if (!keepConnection) close(call);
     emit('ended', { call, reason });
+  }
+
+  function close(call: Call): void {
+    if (call.pc !== undefined && call.pc.signalingState !== 'closed') call.pc.close();
+  }
+
+  /**
+   * Asks the service to hang the call up (operation 52), so that the engine ends it at once rather than when ICE
+   * consent lapses. A token without `calls:*` (403) or a call already over (409 call_ended) is no error: the
+   * connection's close does the rest.
+   */
+  async function requestHangup(call: Call): Promise<void> {
+    try {
+      await api('POST', `/calls/${call.callId}/hangup`, undefined, false, AbortSignal.timeout(hangupWaitMs));
+    } catch (error) {
+      const expected = error instanceof PhoneError && (error.status === 403 || error.code === 'call_ended');
+      if (!expected) fail(error);
+    }
   }
 
   async function accept(call: Call): Promise<void> {
@@ -193,7 +233,7 @@ export function createPhone(options: PhoneOptions): Phone {
     call.state = 'answering';
     shown.delete(call.id); // It leaves the waiting offers: that is not a withdrawal.
     try {
-      const pc = new RTCPeerConnection({ iceServers: options.iceServers ?? [] });
+      const pc = new RTCPeerConnection({ iceServers: call.iceServers });
       call.pc = pc;
       pc.addEventListener('track', (event) => {
         const stream = event.streams[0] ?? new MediaStream([event.track]);
@@ -215,6 +255,9 @@ export function createPhone(options: PhoneOptions): Phone {
       await gathered(pc);
       if (call.state !== 'answering') return; // Hung up meanwhile.
       await api('POST', `/offers/${call.id}/accept`, { sdp: pc.localDescription?.sdp });
+      call.accepted = true;
+      // Hung up while the accept was on its way: the call is this device's now, so it is hung up through the API.
+      if ((call.state as CallState) === 'ended') await requestHangup(call);
     } catch (error) {
       const failure = fail(error);
       end(call, 'failed');
@@ -240,6 +283,9 @@ export function createPhone(options: PhoneOptions): Phone {
       to: offer.to,
       expiresAt: offer.expiresAt,
       sdp: offer.sdp,
+      // The offer's servers, else the phone's own.
+      iceServers:
+        offer.iceServers !== undefined && offer.iceServers.length > 0 ? offer.iceServers : (options.iceServers ?? []),
       state: 'ringing',
       accept: () => accept(call),
       decline: () => decline(call),
@@ -279,8 +325,15 @@ export function createPhone(options: PhoneOptions): Phone {
     }
   }
 
-  function hangUp(): void {
-    if (current !== undefined) end(current, 'hangup');
+  async function hangUp(): Promise<void> {
+    const call = current;
+    if (call === undefined) return;
+    end(call, 'hangup', true);
+    try {
+      if (call.accepted === true) await requestHangup(call);
+    } finally {
+      close(call);
+    }
   }
 
   return {
@@ -321,7 +374,7 @@ export function createPhone(options: PhoneOptions): Phone {
       running = false;
       clearInterval(presenceTimer);
       stopping.abort();
-      hangUp();
+      void hangUp();
       for (const call of [...shown.values()]) end(call, 'hangup');
     },
   };

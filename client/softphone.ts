@@ -107,4 +107,4 @@ muteButton.onclick = () => {
   muteButton.textContent = muted ? 'Unmute' : 'Mute';
 };
 
-hangUpButton.onclick = () => phone?.hangUp();
+hangUpButton.onclick = () => void phone?.hangUp();

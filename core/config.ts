@@ -26,7 +26,7 @@ export type SettingReader = 'api' | 'engine' | 'operator';
  */
 export type EnginePodSource =
   | { from: 'operator' }
-  | { from: 'secret'; reference: 'ENGINE_DATABASE_SECRET' | 'ENGINE_SWITCHBOARD_SECRET' }
+  | { from: 'secret'; reference: 'ENGINE_DATABASE_SECRET' | 'ENGINE_SWITCHBOARD_SECRET' | 'ENGINE_ICE_SERVERS_SECRET' }
   | { from: 'pod' }
   | { from: 'spec' }
   | { from: 'pool' }
@@ -280,6 +280,22 @@ const declared = [
     readBy: ['operator'],
   },
   {
+    name: 'ICE_SERVERS',
+    default: '[]',
+    meaning:
+      'STUN and TURN servers for browser calls: a JSON array of `{ "urls": <a URL or a list>, "username", "credential" }` (`stun:`, `stuns:`, `turn:` or `turns:` URLs; a TURN server needs the other two). The engine’s WebRTC legs use them and the API hands them to devices with each offer, never storing them. Empty: host candidates only.',
+    readBy: ['api', 'engine'],
+    // A TURN credential is a credential: it reaches the pods through a Secret, never a value in a child.
+    enginePod: { from: 'secret', reference: 'ENGINE_ICE_SERVERS_SECRET' },
+  },
+  {
+    name: 'ENGINE_ICE_SERVERS_SECRET',
+    default: '(unset)',
+    meaning:
+      'The Secret and key (`name/key`, in the Engine’s namespace) holding ICE_SERVERS for the engine pods. Unset: the pods use host candidates only.',
+    readBy: ['operator'],
+  },
+  {
     name: 'WEBHOOK_CONCURRENCY',
     default: '64',
     meaning: 'Webhook attempts one engine process makes at once (each stream has at most one in flight).',
@@ -340,6 +356,8 @@ export interface Config {
     leaseNamespace: string | undefined;
     engineDatabaseSecret: SecretKeyReference;
     engineSwitchboardSecret: SecretKeyReference | undefined;
+    /** ENGINE_ICE_SERVERS_SECRET: where the engine pods read ICE_SERVERS, when they have any. */
+    engineIceServersSecret: SecretKeyReference | undefined;
   };
   /**
    * This process's own values of the settings an operator passes on to the engine pods it runs (`from: 'operator'`),
@@ -352,6 +370,15 @@ export interface Config {
   ttsCommand: string;
   /** ENGINE_ID, when set. */
   engineId: string | undefined;
+  /** ICE_SERVERS: the STUN and TURN servers of browser calls (none: host candidates only). Never logged. */
+  iceServers: readonly IceServer[];
+}
+
+/** One STUN or TURN server, as an `RTCIceServer` takes it. */
+export interface IceServer {
+  urls: string | string[];
+  username?: string;
+  credential?: string;
 }
 
 /** A key of a Kubernetes Secret, `name/key` in a setting. */
@@ -446,7 +473,62 @@ function kubernetesSettings(env: Env): Config['kubernetes'] {
       key: 'url',
     },
     engineSwitchboardSecret: secretKeyReference(env, 'ENGINE_SWITCHBOARD_SECRET'),
+    engineIceServersSecret: secretKeyReference(env, 'ENGINE_ICE_SERVERS_SECRET'),
   };
+}
+
+/** The most ICE servers taken (browsers warn beyond a few; each server is a round of gathering). */
+const maxIceServers = 16;
+
+/**
+ * ICE_SERVERS: a JSON array of `{ urls, username?, credential? }`. The errors name the setting and what is wrong,
+ * never the value: it may hold a TURN credential.
+ */
+function iceServers(env: Env): IceServer[] {
+  const raw = text(env, 'ICE_SERVERS');
+  if (raw === undefined) return [];
+  const refuse = (why: string): never => {
+    throw new ConfigError(`ICE_SERVERS must be a JSON array of { urls, username?, credential? }: ${why}`);
+  };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return refuse('it is not JSON');
+  }
+  if (!Array.isArray(parsed)) return refuse('it is not an array');
+  if (parsed.length > maxIceServers) return refuse(`more than ${maxIceServers} servers`);
+  return parsed.map((entry: unknown, index): IceServer => {
+    const at = `entry ${index}`;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return refuse(`${at} is not an object`);
+    const { urls, username, credential, ...rest } = entry as Record<string, unknown>;
+    const unknown = Object.keys(rest);
+    if (unknown.length > 0) return refuse(`${at} has an unknown field (${unknown.map((key) => key.slice(0, 40))})`);
+    const list = typeof urls === 'string' ? [urls] : urls;
+    if (!Array.isArray(list) || list.length === 0) return refuse(`${at}: urls must be a URL or a non-empty list`);
+    for (const candidate of list) {
+      if (typeof candidate !== 'string' || !/^(stuns?|turns?):[^\s]+$/.test(candidate)) {
+        return refuse(`${at}: each url must be a stun:, stuns:, turn: or turns: URL`);
+      }
+    }
+    for (const [field, value] of [
+      ['username', username],
+      ['credential', credential],
+    ] as const) {
+      if (value !== undefined && (typeof value !== 'string' || value.length > 512)) {
+        return refuse(`${at}: ${field} must be a string of at most 512 characters`);
+      }
+    }
+    const turn = (list as string[]).some((candidate) => candidate.startsWith('turn'));
+    if (turn && (username === undefined || credential === undefined)) {
+      return refuse(`${at}: a TURN server needs a username and a credential`);
+    }
+    return {
+      urls: typeof urls === 'string' ? urls : [...(list as string[])],
+      ...(username !== undefined ? { username: username as string } : {}),
+      ...(credential !== undefined ? { credential: credential as string } : {}),
+    };
+  });
 }
 
 /** The settings passed on to engine pods that `env` gives (loadConfig has checked each). */
@@ -506,6 +588,7 @@ export function loadConfig(env: Env = process.env): Config {
     rtp: rtpSettings(env),
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
     engineId: text(env, 'ENGINE_ID'),
+    iceServers: iceServers(env),
     forEnginePods: forEnginePods(env),
   };
 }

@@ -105,6 +105,7 @@ export async function startCallEngine(options: {
       metrics,
       log,
       carrierSecrets: options.carrierSecrets,
+      iceServers: config.iceServers,
       ...(options.clock ? { clock: options.clock } : {}),
     },
     active,

@@ -23,6 +23,8 @@ export interface EnginePoolSettings {
    * one, every process shares the secret generated in the database.
    */
   switchboardSecret?: SecretKeyReference;
+  /** The Secret and key holding the pods' ICE_SERVERS (ENGINE_ICE_SERVERS_SECRET), when they have any. */
+  iceServersSecret?: SecretKeyReference;
   /** The operator's own values of the settings it passes on (`from: 'operator'`, Config.forEnginePods). */
   passedOn?: Readonly<Record<string, string>>;
   /** The engine container's pull policy; left to Kubernetes when unset. */
@@ -47,7 +49,7 @@ export const engineDataDir = '/data';
  * must not name one: either way its engines would derive other keys than it and the API.
  */
 export function enginePoolSettings(config: Config): EnginePoolSettings {
-  const { engineDatabaseSecret, engineSwitchboardSecret } = config.kubernetes;
+  const { engineDatabaseSecret, engineSwitchboardSecret, engineIceServersSecret } = config.kubernetes;
   if (config.secret !== undefined && engineSwitchboardSecret === undefined) {
     throw new ConfigError(
       'ENGINE_SWITCHBOARD_SECRET must name the Secret (<name>/<key>, in the Engines’ namespace) holding SWITCHBOARD_SECRET: the engine pods need the same secret as the operator and the API',
@@ -61,6 +63,7 @@ export function enginePoolSettings(config: Config): EnginePoolSettings {
   return {
     databaseSecret: engineDatabaseSecret,
     ...(engineSwitchboardSecret !== undefined ? { switchboardSecret: engineSwitchboardSecret } : {}),
+    ...(engineIceServersSecret !== undefined ? { iceServersSecret: engineIceServersSecret } : {}),
     passedOn: config.forEnginePods,
   };
 }
@@ -110,6 +113,7 @@ const secretReferences: Record<
 > = {
   ENGINE_DATABASE_SECRET: (settings) => settings.databaseSecret,
   ENGINE_SWITCHBOARD_SECRET: (settings) => settings.switchboardSecret,
+  ENGINE_ICE_SERVERS_SECRET: (settings) => settings.iceServersSecret,
 };
 
 /** The settings the engine reads, with how its pods get each (core/config.ts). */

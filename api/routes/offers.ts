@@ -47,6 +47,25 @@ const Offer = Type.Object({
   decidedAt: Type.Union([DateTime, Type.Null()]),
 });
 
+const IceServer = Type.Object({
+  urls: Type.Union([Type.String(), Type.Array(Type.String())], { description: 'stun:, stuns:, turn: or turns: URLs' }),
+  username: Type.Optional(Type.String()),
+  credential: Type.Optional(Type.String()),
+});
+
+/**
+ * An offer as the long-poll serves it: with the STUN and TURN servers (ICE_SERVERS) the device's peer connection
+ * uses. They are added here, never stored with the offer, and only here: the answers of accept and decline are kept
+ * for replays, and a TURN credential has no place in them.
+ */
+const PolledOffer = Type.Object({
+  ...Offer.properties,
+  iceServers: Type.Array(IceServer, {
+    description:
+      'STUN and TURN servers for the peer connection (RTCConfiguration.iceServers); empty: host candidates only',
+  }),
+});
+
 const OffersQuery = Type.Object(
   {
     ...ListQuery.properties,
@@ -143,7 +162,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   }
 
   defineOperation(app, services, 'pollOffers', {
-    schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(Offer) } },
+    schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(PolledOffer) } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const owner = tokenOwner(context.principal);
@@ -167,7 +186,10 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
         });
       const answer = (page: Awaited<ReturnType<typeof read>>) => ({
         status: 200,
-        body: { data: page.rows.map(offerJson), nextCursor: page.nextCursor },
+        body: {
+          data: page.rows.map((row) => ({ ...offerJson(row), iceServers: services.config.iceServers })),
+          nextCursor: page.nextCursor,
+        },
       });
       // A next page, or no wait asked: what there is now. Otherwise what there is once it differs from what the
       // device shows (`known`, none by default), or after the wait.

@@ -72,7 +72,10 @@ export async function ringRound(
   };
   const offered = await Promise.all(
     devices.map(async (device) => {
-      const endpoint = new WebRtcEndpoint({ onError: (error) => log.warn({ err: error }, 'WebRTC endpoint error') });
+      const endpoint = new WebRtcEndpoint({
+        iceServers: [...(services.iceServers ?? [])],
+        onError: (error) => log.warn({ err: error }, 'WebRTC endpoint error'),
+      });
       endpoints.set(device.id, endpoint);
       try {
         return { deviceId: device.id, sdpOffer: await endpoint.createOffer() };

@@ -1,6 +1,7 @@
 /** What the call engine's calls share: the database, SIP, media, prompts, carriers, metrics, log and clock. */
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.ts';
+import type { IceServer } from '../../core/config.ts';
 import type { Log } from '../../core/log.ts';
 import type { Prompts } from '../media/prompts.ts';
 import type { PortPool } from '../media/rtp.ts';
@@ -27,6 +28,8 @@ export interface CallServices {
   log: Pick<Log, 'info' | 'warn'>;
   /** Opens carriers' sealed SIP passwords, to answer their digest challenges. */
   carrierSecrets: Uint8Array;
+  /** STUN and TURN servers of the WebRTC legs (ICE_SERVERS); none: host candidates only. */
+  iceServers?: readonly IceServer[];
   /** The time plan steps go by (`hours`); default the system clock. Tests fix it at chosen instants. */
   clock?: Clock;
 }

@@ -392,6 +392,37 @@ test('getCall: the call with its legs oldest first; 404 outside the workspace', 
 // ---------------------------------------------------------------------------------------------------------------
 // Operation 52: POST /api/v1/calls/{id}/hangup
 
+test('hangupCall with a user token: calls:* hangs up any call of its workspace (a browser phone ending its call); without it 403', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const row = await newCall(setup);
+  await changeState(service.pool, row.id, 'routing', { answered: true });
+  const other = await workspaceWithUser(service);
+  const elsewhere = await newCall(other);
+  const engine = await fakeEngine([row.id]);
+  t.teardown(() => engine.stop());
+
+  const without = await userToken(t, setup, ['devices:*']);
+  isError(
+    t,
+    await service.request('POST', `/api/v1/calls/${row.id}/hangup`, { auth: without }),
+    403,
+    'insufficient_scope',
+    'without calls:*',
+  );
+  const token = await userToken(t, setup, ['devices:*', 'calls:*']);
+  // The token acts within its own workspace only.
+  isError(
+    t,
+    await service.request('POST', `/api/v1/calls/${elsewhere.id}/hangup`, { auth: token }),
+    404,
+    'not_found',
+    'a call of another workspace',
+  );
+  const answer = await service.request('POST', `/api/v1/calls/${row.id}/hangup`, { auth: token });
+  t.is(answer.status, 200, answer.text);
+  t.like(answer.body, { id: row.id, state: 'ended', endReason: 'hangup_requested' });
+});
+
 test('hangupCall: an ended call is 409 call_ended; a call of another workspace is 404', async (t) => {
   const setup = await workspaceWithUser(service);
   const row = await newCall(setup);

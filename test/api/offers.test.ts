@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { type CallRow, endCall, startCall } from '../../core/calls/calls.ts';
+import { ConfigError, loadConfig } from '../../core/config.ts';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import {
   callOffers,
@@ -173,6 +174,8 @@ test.serial(
           expiresAt: expiresAt.toISOString(),
           createdAt: made.offers[0]?.created_at.toISOString(),
           decidedAt: null,
+          // ICE_SERVERS unset: host candidates only.
+          iceServers: [],
         },
       ],
       nextCursor: null,
@@ -443,3 +446,112 @@ test.serial(
     t.deepEqual(none, { offers: [], notOffered: [live] });
   },
 );
+
+test.serial(
+  'with ICE_SERVERS set, each polled offer carries them; nothing of them is stored, logged or in the accept answer',
+  async (t) => {
+    const iceServers = [
+      { urls: 'stun:stun.example.net:3478' },
+      {
+        urls: ['turn:turn.example.net:3478?transport=udp', 'turns:turn.example.net:5349'],
+        username: 'switchboard',
+        credential: 'turn-credential-7f3a',
+      },
+    ];
+    const withIce = await startService({ ICE_SERVERS: JSON.stringify(iceServers) }, ['api']);
+    t.teardown(() => withIce.close());
+    const setup = await workspaceWithUser(withIce);
+    const session = await withIce.request('POST', '/api/v1/sessions', {
+      auth: setup.apiKey,
+      body: {
+        externalWorkspaceId: setup.workspace.externalWorkspaceId,
+        externalUserId: 'alice',
+        scopes: ['devices:*'],
+      },
+    });
+    t.is(session.status, 201, session.text);
+    const token = session.body.token as string;
+    const registered = await withIce.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'browser' } });
+    t.is(registered.status, 201, registered.text);
+    const phone = registered.body.id as string;
+    const call = await startCall(withIce.pool, {
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      direction: 'inbound',
+      from: '+14155550100',
+      to: '+14155550199',
+      phoneNumberId: null,
+      routingPlanId: null,
+      routingPlanVersion: null,
+      engineOwner: 'engine-test',
+      sipCallId: randomUUID(),
+    });
+    const made = await makeOffers(withIce.pool, {
+      callId: call.id,
+      workspaceId: setup.workspace.id,
+      ringSeq: 1,
+      devices: [{ deviceId: phone, sdpOffer }],
+      expiresAt: new Date(Date.now() + 60_000),
+    });
+    t.is(made.offers.length, 1);
+
+    const polled = await withIce.request('GET', `/api/v1/devices/${phone}/offers`, { auth: token });
+    t.is(polled.status, 200, polled.text);
+    t.is(polled.body.data.length, 1);
+    t.deepEqual(polled.body.data[0].iceServers, iceServers);
+    t.is(polled.body.data[0].id, made.offers[0]?.id);
+
+    // The accept's answer is kept for replays: it carries no ICE servers.
+    const accepted = await withIce.request('POST', `/api/v1/offers/${made.offers[0]?.id}/accept`, {
+      auth: token,
+      body: { sdp: sdpAnswer },
+    });
+    t.is(accepted.status, 200, accepted.text);
+    t.false('iceServers' in accepted.body);
+
+    // Never stored: no row of the database holds the credential, and no log line names it.
+    const tables = await withIce.pool.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`,
+    );
+    for (const { table_name: table } of tables.rows) {
+      const found = await withIce.pool.query(
+        `SELECT 1 FROM ${JSON.stringify(table)} AS row WHERE row::text LIKE '%turn-credential-7f3a%' LIMIT 1`,
+      );
+      t.is(found.rowCount, 0, table);
+    }
+    t.false(
+      withIce.logs.some((line) => line.includes('turn-credential-7f3a')),
+      'the credential is in no log line',
+    );
+  },
+);
+
+test('ICE_SERVERS is checked at start: each refusal names the setting and never echoes the value', (t) => {
+  const refused = [
+    'not json',
+    '{"urls":"stun:a"}',
+    '[1]',
+    '[{}]',
+    '[{"urls":[]}]',
+    '[{"urls":"http://a"}]',
+    '[{"urls":"stun:a","extra":1}]',
+    '[{"urls":"turn:a","username":"u"}]',
+    '[{"urls":"turn:a","username":"u","credential":7}]',
+    JSON.stringify(Array.from({ length: 17 }, () => ({ urls: 'stun:a' }))),
+  ];
+  for (const value of refused) {
+    const error = t.throws(() => loadConfig({ ICE_SERVERS: value }), { instanceOf: ConfigError }, value);
+    t.regex(error?.message ?? '', /^ICE_SERVERS must be/, value);
+    t.false(error?.message.includes(value), value);
+  }
+  const secret = '[{"urls":"turn:a","username":"u","credential":"secret-value","extra":1}]';
+  t.false(
+    t.throws(() => loadConfig({ ICE_SERVERS: secret }))?.message.includes('secret-value'),
+    'the credential is not echoed',
+  );
+  t.deepEqual(loadConfig({}).iceServers, []);
+  t.deepEqual(loadConfig({ ICE_SERVERS: ' [] ' }).iceServers, []);
+  t.deepEqual(loadConfig({ ICE_SERVERS: '[{"urls":["stun:a:3478","stuns:b"]}]' }).iceServers, [
+    { urls: ['stun:a:3478', 'stuns:b'] },
+  ]);
+});

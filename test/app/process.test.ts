@@ -413,6 +413,19 @@ test('api, engine and operator started together on an empty DATABASE_URL migrate
     t.is(outcome.code, 0, `${expected[index]?.[0]}: ${outcome.stderr}`);
 });
 
+test('an invalid ICE_SERVERS exits 2 naming ICE_SERVERS, without echoing the value (it may hold a credential)', async (t) => {
+  for (const role of ['api', 'engine']) {
+    const outcome = await switchboard([role], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      ICE_SERVERS: '[{"urls":"turn:turn.example.net","username":"u","credential":"s3cret-turn"',
+    });
+    t.is(outcome.code, 2, role);
+    t.is(outcome.stdout, '', role);
+    t.regex(outcome.stderr, /ICE_SERVERS must be a JSON array/, role);
+    t.false(outcome.stderr.includes('s3cret-turn'), role);
+  }
+});
+
 test('an invalid PORT exits 2 naming PORT', async (t) => {
   const outcome = await switchboard(['api'], {
     DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',

@@ -636,6 +636,25 @@ test('SWITCHBOARD_SECRET: the API and the operator read it from switchboardSecre
   t.false(template('api.yaml').includes('ENGINE_SWITCHBOARD_SECRET'), 'only the operator runs engine pods');
 });
 
+test('ICE_SERVERS: the API reads it from iceServers’ Secret, and the operator tells the engine pods the same Secret', (t) => {
+  /** What a template writes only when the chart is given iceServers.existingSecret. */
+  const whenGiven = (text: string) =>
+    [...text.matchAll(/\{\{- if \.Values\.iceServers\.existingSecret \}\}\n([\s\S]*?)\{\{- end \}\}/g)]
+      .map((match) => match[1])
+      .join('\n');
+  // A TURN credential is a credential: from a Secret, never a value in the chart's templates.
+  t.regex(
+    whenGiven(template('api.yaml')),
+    /- name: ICE_SERVERS\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ \.Values\.iceServers\.existingSecret \}\}\n\s+key: \{\{ \.Values\.iceServers\.key \}\}\n/,
+  );
+  t.regex(
+    whenGiven(template('operator.yaml')),
+    /- name: ENGINE_ICE_SERVERS_SECRET\n\s+value: \{\{ printf "%s\/%s" \.Values\.iceServers\.existingSecret \.Values\.iceServers\.key \| quote \}\}\n/,
+  );
+  t.is(allTemplateText.match(/- name: ICE_SERVERS\b/g)?.length, 1, 'only the API reads it (the operator does not)');
+  t.is(allTemplateText.match(/ENGINE_ICE_SERVERS_SECRET/g)?.length, 1, 'only the operator runs engine pods');
+});
+
 test('the admission webhook: plans on create and update, queues on delete, at /validate, with one generated CA', (t) => {
   const [configuration] = ofKind('ValidatingWebhookConfiguration');
   const webhooks = at(configuration?.object, 'webhooks') as Json[];

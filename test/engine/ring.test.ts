@@ -45,7 +45,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 
 const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 /** A number whose plan rings the workspace's user alice, then hangs up; alice's browser device registered. */
-async function ringingLine(t: ExecutionContext, timeoutSecs = 20) {
+async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['devices:*']) {
   const tenant = await workspaceApi(service);
   const { setup } = tenant;
   const line = await numberRunning(
@@ -62,7 +62,7 @@ async function ringingLine(t: ExecutionContext, timeoutSecs = 20) {
   );
   const session = await service.request('POST', '/api/v1/sessions', {
     auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes },
   });
   t.is(session.status, 201, session.text);
   const token = session.body.token as string;
@@ -161,6 +161,52 @@ test('a user is rung: the browser accepts, audio crosses both ways, the browser 
   const connected = events[3]?.payload.leg as Record<string, unknown>;
   t.like(connected, { role: 'browser', memberId: null, externalUserId: 'alice' });
   t.like(events[4]?.payload, { connected: true });
+});
+
+test('the browser hangs up through the API (operation 52, its user token with calls:*): the call ends at once and sipp gets the BYE', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t, 20, ['devices:*', 'calls:*']);
+  const sipp = runSipp({
+    scenario: 'answered',
+    sipPort,
+    dialed: line.e164.slice(1),
+    replacements: { MEDIA: `${playPcap(audioPcap)}${playPcap(audioPcap)}` },
+    timeoutSeconds: 90,
+  });
+  const offer = await offerOf(token, deviceId);
+  const browser = await answerOffer(offer.sdp);
+  let hungUp: Awaited<ReturnType<TestService['request']>>;
+  let tookMs: number;
+  try {
+    const accepted = await service.request('POST', `/api/v1/offers/${offer.id}/accept`, {
+      auth: token,
+      body: { sdp: browser.answer },
+    });
+    t.is(accepted.status, 200, accepted.text);
+    await browser.connected();
+    await until('connected', async () => ((await callRow(offer.callId))?.state === 'connected' ? true : undefined));
+    // As client/phone.ts's hangUp does: the hangup first, then the peer connection closes.
+    const started = Date.now();
+    hungUp = await service.request('POST', `/api/v1/calls/${offer.callId}/hangup`, { auth: token });
+    tookMs = Date.now() - started;
+  } finally {
+    browser.close();
+  }
+  t.is(hungUp.status, 200, hungUp.text);
+  // The answer waits for the engine (at most 5 s): the call had ended by then, well before ICE consent (~15 s).
+  t.is(hungUp.body.state, 'ended', hungUp.text);
+  t.is(hungUp.body.endReason, 'hangup_requested');
+  t.false('hangupRequested' in hungUp.body, 'the engine ended it within the wait');
+  t.true(tookMs < 5_000, `ended ${tookMs} ms after the request`);
+  const row = await callRow(offer.callId);
+  t.is(row?.end_reason, 'hangup_requested');
+  // sipp's scenario ends on the engine's BYE (it fails without one).
+  const run = await sipp;
+  t.is(run.code, 0, sippFailed(run));
+  const events = await eventsOf(offer.callId);
+  t.is(events.at(-1)?.type, 'call.ended');
+  t.like(events.at(-1)?.payload, { connected: true, call: { endReason: 'hangup_requested' } });
+  const devices = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
+  t.false((devices.body.data as { id: string; busy: boolean }[]).find((d) => d.id === deviceId)?.busy);
 });
 
 test('the caller hangs up while it rings: the offers are withdrawn, call.ended with connected false', async (t) => {

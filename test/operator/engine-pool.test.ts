@@ -272,6 +272,9 @@ function secretObject(name: string, data: Record<string, string>): k8s.V1Secret 
 const serviceSecret = 'a service secret of 32 characters or more, for the tests';
 const databaseSecret = secretObject('switchboard-database', { url: 'postgres://switchboard@db.telephony/switchboard' });
 const switchboardSecret = secretObject('switchboard-secret', { secret: serviceSecret });
+const turnCredential = 'a TURN credential, for the tests';
+const iceServers = [{ urls: 'turn:turn.telephony:3478', username: 'engine', credential: turnCredential }];
+const iceServersSecret = secretObject('switchboard-ice', { iceServers: JSON.stringify(iceServers) });
 
 /** An operator in a cluster, configured as the chart configures it, given every setting it passes on. */
 const operatorEnv = {
@@ -280,6 +283,7 @@ const operatorEnv = {
   SWITCHBOARD_SECRET: serviceSecret,
   ENGINE_DATABASE_SECRET: 'switchboard-database/url',
   ENGINE_SWITCHBOARD_SECRET: 'switchboard-secret/secret',
+  ENGINE_ICE_SERVERS_SECRET: 'switchboard-ice/iceServers',
   LOG_LEVEL: 'warn',
   DATABASE_POOL_SIZE: '6',
   SHUTDOWN_TIMEOUT_MS: '45000',
@@ -299,7 +303,7 @@ const sourced = (from: string) =>
 function podEnvironment(
   pool: EngineResource,
   settings: EnginePoolSettings,
-  secrets: k8s.V1Secret[] = [databaseSecret, switchboardSecret],
+  secrets: k8s.V1Secret[] = [databaseSecret, switchboardSecret, iceServersSecret],
   hostIP = '203.0.113.7',
 ) {
   const deployment = engineDeployment(pool, settings);
@@ -325,7 +329,7 @@ test('config.ts says which roles read each setting, and for each the engine read
     if (setting.enginePod?.from === 'default') t.regex(setting.enginePod.reason, /\w+ \w+ \w+/, setting.name);
   }
   // The list holds what this builder relies on.
-  t.deepEqual(sourced('secret'), ['DATABASE_URL', 'SWITCHBOARD_SECRET']);
+  t.deepEqual(sourced('secret'), ['DATABASE_URL', 'ICE_SERVERS', 'SWITCHBOARD_SECRET']);
   t.deepEqual(sourced('pod'), ['ADVERTISED_HOST', 'ENGINE_ID']);
   t.true(sourced('operator').includes('WEBHOOK_ALLOW_PRIVATE_NETWORKS'));
 });
@@ -360,6 +364,7 @@ test('every setting the engine reads reaches its pods as config.ts says, or is l
     const config = loadConfig(env);
     t.is(config.secret, operator.secret, `${label}: the operator’s SWITCHBOARD_SECRET, from its Secret`);
     t.is(config.databaseUrl, 'postgres://switchboard@db.telephony/switchboard', 'DATABASE_URL from its Secret');
+    t.deepEqual(config.iceServers, iceServers, 'ICE_SERVERS from its Secret');
     t.is(config.webhookAllowPrivateNetworks, true);
     t.is(config.logLevel, 'warn');
     t.is(config.poolSize, 6);
@@ -391,6 +396,7 @@ test('every setting the engine reads reaches its pods as config.ts says, or is l
   const children = JSON.stringify(enginePool(engine(), settings));
   t.false(children.includes(serviceSecret));
   t.false(children.includes('postgres://'));
+  t.false(children.includes(turnCredential));
   // The operator's shutdown limit, passed on, sets how long the kubelet waits for a stopping pod.
   t.is(podSpec(engineDeployment(engine(), settings)).terminationGracePeriodSeconds, 45 + 30);
 });
@@ -399,7 +405,7 @@ test('an operator without SWITCHBOARD_SECRET gives its pods none (all share the 
   const { SWITCHBOARD_SECRET: _secret, ENGINE_SWITCHBOARD_SECRET: _reference, ...generated } = operatorEnv;
   const settings = enginePoolSettings(loadConfig(generated));
   t.is(settings.switchboardSecret, undefined);
-  const { env } = podEnvironment(engine(), settings, [databaseSecret]);
+  const { env } = podEnvironment(engine(), settings, [databaseSecret, iceServersSecret]);
   t.false('SWITCHBOARD_SECRET' in env);
   t.is(loadConfig(env).secret, undefined);
 
@@ -417,6 +423,19 @@ test('an operator without SWITCHBOARD_SECRET gives its pods none (all share the 
   t.throws(() => loadConfig({ ENGINE_SWITCHBOARD_SECRET: 'no key' }), {
     instanceOf: ConfigError,
     message: /ENGINE_SWITCHBOARD_SECRET must be <secret name>\/<key>/,
+  });
+});
+
+test('an operator without ENGINE_ICE_SERVERS_SECRET gives its pods no ICE servers: host candidates only', (t) => {
+  const { ENGINE_ICE_SERVERS_SECRET: _reference, ...without } = operatorEnv;
+  const settings = enginePoolSettings(loadConfig(without));
+  t.is(settings.iceServersSecret, undefined);
+  const { env } = podEnvironment(engine(), settings, [databaseSecret, switchboardSecret]);
+  t.false('ICE_SERVERS' in env);
+  t.deepEqual(loadConfig(env).iceServers, []);
+  t.throws(() => loadConfig({ ENGINE_ICE_SERVERS_SECRET: 'no key' }), {
+    instanceOf: ConfigError,
+    message: /ENGINE_ICE_SERVERS_SECRET must be <secret name>\/<key>/,
   });
 });
 
