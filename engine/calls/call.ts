@@ -209,6 +209,7 @@ export class Call implements CallControl {
         ringSeq: this.ringSeq,
         caller: this.caller.media,
         gone: this.gone.signal,
+        callerNumber: this.row.from_number,
         onOfferChange: (listener) => {
           this.offerListeners.add(listener);
           return () => this.offerListeners.delete(listener);

@@ -18,6 +18,7 @@ import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { BrowserLeg } from './legs/browser.ts';
+import { connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
 import type { CallServices } from './services.ts';
 
 /** How long an answering device has to bring ICE and DTLS up once its answer is taken. */
@@ -33,6 +34,8 @@ export interface RoundContext {
   gone: AbortSignal;
   /** Called with every offer notice of the call while the round waits; returns the unsubscribe. */
   onOfferChange(listener: () => void): () => void;
+  /** The caller's number, shown to SIP devices (the INVITE's From). */
+  callerNumber?: string;
 }
 
 /** Runs one round; see the file's comment. */
@@ -43,11 +46,14 @@ export async function ringRound(
   timeoutMs: number,
 ): Promise<RingOutcome> {
   const { pool, log } = services;
-  const devices = await ringableDevices(pool, round.workspaceId, {
+  const ids = {
     memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
     userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
-  });
-  if (devices.length === 0 || round.gone.aborted) return 'unanswered';
+  };
+  const devices = await ringableDevices(pool, round.workspaceId, ids);
+  // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers.
+  const sipTargets = await sipRingTargets(services, round.workspaceId, ids);
+  if ((devices.length === 0 && sipTargets.length === 0) || round.gone.aborted) return 'unanswered';
   const endpoints = new Map<string, WebRtcEndpoint>();
   const closeAll = (except?: string) => {
     for (const [deviceId, endpoint] of endpoints) if (deviceId !== except) endpoint.close();
@@ -82,12 +88,15 @@ export async function ringRound(
       endpoints.get(deviceId)?.close();
       endpoints.delete(deviceId);
     }
-    if (made.offers.length === 0) return 'unanswered';
+    if (made.offers.length === 0 && sipTargets.length === 0) return 'unanswered';
     const owners = new Map(devices.map((device) => [device.id, device]));
     const ringing = await changeState(pool, round.callId, 'offering', {
       ringing: {
         ringSeq: round.ringSeq,
-        ...ownersOf(made.offers.map((offer) => owners.get(offer.device_id))),
+        ...ownersOf([
+          ...made.offers.map((offer) => owners.get(offer.device_id)),
+          ...sipTargets.map((target) => target.device),
+        ]),
         offerId: made.offers[0]?.id ?? null,
         expiresAt,
       },
@@ -96,6 +105,11 @@ export async function ringRound(
 
     const ringback = new AbortController();
     void playRingback(round.caller, ringback.signal);
+    const sip = await ringSipDevices(services, {
+      callId: round.callId,
+      from: round.callerNumber,
+      targets: sipTargets,
+    });
     const accepted = await new Promise<OfferRow | undefined>((resolve) => {
       let settled = false;
       const settle = (offer: OfferRow | undefined) => {
@@ -108,6 +122,11 @@ export async function ringRound(
       const onGone = () => settle(undefined);
       const timer = setTimeout(() => settle(undefined), Math.max(0, expiresAt.getTime() - Date.now()));
       round.gone.addEventListener('abort', onGone, { once: true });
+      // A SIP device's 200 ends the wait (it wins below unless a browser accepted first); so does the last SIP
+      // device refusing when no browser was offered.
+      void sip.answered.then((answer) => {
+        if (answer !== undefined || made.offers.length === 0) settle(undefined);
+      });
       let reading = false;
       let again = false;
       wake = () => {
@@ -134,9 +153,21 @@ export async function ringRound(
     });
     ringback.abort();
     wake = () => {};
-    // The round is over: its waiting offers go. An accept that won just before the withdrawal still counts.
+    sip.stop();
+    const sipAnswer = await sip.answered;
+    // The round is over: its waiting offers go. An accept that won just before the withdrawal still counts (and
+    // beats a SIP device's answer, hung up); after it, a SIP device's answer wins and later accepts are refused.
     await withdrawOffers(pool, round.callId, round.ringSeq);
     const winner = accepted ?? (await acceptedOffer(pool, round));
+    if (winner !== undefined) sipAnswer?.hangup();
+    else if (sipAnswer !== undefined) {
+      closeAll(undefined);
+      if (round.gone.aborted) {
+        sipAnswer.hangup();
+        return 'unanswered';
+      }
+      return await connectSipDevice(services, round, sipAnswer);
+    }
     if (winner === undefined) return 'unanswered';
     closeAll(winner.device_id);
     if (round.gone.aborted) {
