@@ -3,7 +3,9 @@
  * call, each with the SDP offer of its own WebRTC endpoint; `call.ringing` is written; the caller hears ringback; the
  * round waits for an accept (heard on `switchboard_offers` through the engine's one listener, call-engine.ts), the
  * caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn (they
- * expire at the end of their round) and every endpoint but the answering one is closed.
+ * expire at the end of their round) and every endpoint but the answering one is closed. Registered SIP devices are
+ * rung beside the offers by INVITE (ring-sip.ts): a phone's 200 ends the wait too, and wins unless a browser's accept
+ * came first (the offers are withdrawn before deciding); the phone is then bridged by `connectSipDevice`.
  *
  * Accepted: the device's answer completes its endpoint, the leg is recorded (`browser`), the call is `connected`
  * with that leg (`call.connected`), and the caller and the device are bridged until either hangs up; then the leg
