@@ -53,6 +53,7 @@ const realTime = [
   'test/client/phone.test.ts',
   'test/engine/registrar.test.ts',
   'test/engine/ring.test.ts',
+  'test/engine/sip-device.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole

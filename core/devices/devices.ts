@@ -197,7 +197,8 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
 /**
  * The devices a `ring` step may offer a call to, of the given members and users of the workspace: `browser` and
  * `mobile` ones with a live presence lease that are not on a call, oldest first. A `sip` device is left out: it is
- * rung once the registrar's bindings exist (docs/phones.md). `makeOffers` checks lease and busy again as it offers.
+ * rung by INVITE at its bindings (`ringableSipDevices`, engine/calls/ring-sip.ts). `makeOffers` checks lease and
+ * busy again as it offers.
  */
 export async function ringableDevices(
   db: Queryable,
@@ -208,6 +209,26 @@ export async function ringableDevices(
     `SELECT ${columns} ${from}
       WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
         AND d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp() AND d.busy_call_id IS NULL
+        AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
+      ORDER BY d.created_at, d.id`,
+    [workspaceId, [...people.memberIds], [...people.userIds]],
+  );
+  return result.rows;
+}
+
+/**
+ * The `sip` devices a `ring` step may ring, of the given members and users of the workspace: those not on a call,
+ * oldest first. Whether one has a live binding (where its INVITE goes) is sip-bindings.ts's `liveSipBindings`.
+ */
+export async function ringableSipDevices(
+  db: Queryable,
+  workspaceId: string,
+  people: { memberIds: readonly string[]; userIds: readonly string[] },
+): Promise<DeviceRow[]> {
+  const result = await db.query<DeviceRow>(
+    `SELECT ${columns} ${from}
+      WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
+        AND d.kind = 'sip' AND d.busy_call_id IS NULL AND s.username IS NOT NULL
         AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
       ORDER BY d.created_at, d.id`,
     [workspaceId, [...people.memberIds], [...people.userIds]],

@@ -200,6 +200,7 @@ export class Call implements CallControl {
             signal,
             unavailable: (detail) => this.note('step_unavailable', detail),
           }),
+        callerNumber: this.row.from_number,
         onOfferChange: (listener) => {
           this.offerListeners.add(listener);
           return () => this.offerListeners.delete(listener);

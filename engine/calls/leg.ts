@@ -2,7 +2,8 @@
  * A leg of a call: one party's connection to it (docs/architecture.md, "A call, its legs and its steps"). The call
  * drives its legs through this interface and never sees how a leg is signalled: today a carrier's SIP dialog
  * (`legs/carrier.ts`, inbound or dialled out) or a browser's WebRTC peer connection (`legs/browser.ts`, a device that
- * accepted a `ring` step's offer); a SIP device's leg is to come as another file in `legs/`.
+ * accepted a `ring` step's offer) or a registered SIP device's dialog (`legs/sip-device.ts`, a desk phone that
+ * answered a `ring` step's INVITE).
  *
  * - answer: a leg that arrived is answered when it is made (the inbound carrier leg is our 200 with the SDP
  *   answer); a dialled leg exists only once the far end answered.

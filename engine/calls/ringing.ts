@@ -5,7 +5,9 @@
  * (a device's accept, heard on `switchboard_offers` through the engine's one listener, call-engine.ts, or a cell's
  * 200), the caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn
  * (they expire at the end of their round), the cells still ringing are cancelled (CANCEL), and every endpoint but
- * the answering one is closed.
+ * the answering one is closed. Registered SIP devices are rung beside the offers by INVITE (ring-sip.ts): a phone's
+ * 200 ends the wait too, and wins unless a browser's accept or a cell's 200 came first (the offers are withdrawn
+ * before deciding; a phone that loses is hung up); the phone is then bridged by `connectSipDevice`.
  *
  * A device accepted: its answer completes its endpoint, the leg is recorded (`browser`), the call is `connected`
  * with that leg (`call.connected`), and the caller and the device are bridged until either hangs up; then the leg
@@ -23,6 +25,7 @@ import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
 import { BrowserLeg } from './legs/browser.ts';
+import { connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
 import type { CallServices } from './services.ts';
 
 /** How long an answering device has to bring ICE and DTLS up once its answer is taken. */
@@ -43,6 +46,8 @@ export interface RoundContext {
   dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined>;
   /** Called with every offer notice of the call while the round waits; returns the unsubscribe. */
   onOfferChange(listener: () => void): () => void;
+  /** The caller's number, shown to SIP devices (the INVITE's From). */
+  callerNumber?: string;
 }
 
 /** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
@@ -58,14 +63,16 @@ export async function ringRound(
   const { pool, log } = services;
   const people = targets.filter((target): target is RingPerson => !('cell' in target));
   const cells = targets.flatMap((target) => ('cell' in target ? [target.cell] : []));
-  const devices =
-    people.length === 0
-      ? []
-      : await ringableDevices(pool, round.workspaceId, {
-          memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
-          userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
-        });
-  if ((devices.length === 0 && cells.length === 0) || round.gone.aborted) return 'unanswered';
+  const ids = {
+    memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
+    userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
+  };
+  const devices = people.length === 0 ? [] : await ringableDevices(pool, round.workspaceId, ids);
+  // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers.
+  const sipTargets = people.length === 0 ? [] : await sipRingTargets(services, round.workspaceId, ids);
+  if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
+    return 'unanswered';
+  }
   const endpoints = new Map<string, WebRtcEndpoint>();
   const closeAll = (except?: string) => {
     for (const [deviceId, endpoint] of endpoints) if (deviceId !== except) endpoint.close();
@@ -113,12 +120,15 @@ export async function ringRound(
       endpoints.get(deviceId)?.close();
       endpoints.delete(deviceId);
     }
-    if (made.offers.length === 0 && cells.length === 0) return 'unanswered';
+    if (made.offers.length === 0 && cells.length === 0 && sipTargets.length === 0) return 'unanswered';
     const owners = new Map(devices.map((device) => [device.id, device]));
     const ringing = await changeState(pool, round.callId, 'offering', {
       ringing: {
         ringSeq: round.ringSeq,
-        ...ownersOf(made.offers.map((offer) => owners.get(offer.device_id))),
+        ...ownersOf([
+          ...made.offers.map((offer) => owners.get(offer.device_id)),
+          ...sipTargets.map((target) => target.device),
+        ]),
         offerId: made.offers[0]?.id ?? null,
         expiresAt,
       },
@@ -127,6 +137,7 @@ export async function ringRound(
 
     const ringback = new AbortController();
     void playRingback(round.caller, ringback.signal);
+    const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
     const answer = await new Promise<Answer>((resolve) => {
       let settled = false;
       const settle = (found: Answer) => {
@@ -140,8 +151,15 @@ export async function ringRound(
       const onGone = () => settle(undefined);
       const timer = setTimeout(() => settle(undefined), Math.max(0, expiresAt.getTime() - Date.now()));
       round.gone.addEventListener('abort', onGone, { once: true });
-      // The cells ring with the devices; with no device offered, the round ends once every cell gave up.
+      // The cells and SIP devices ring with the offers; with no offer made, the round ends once every cell and every
+      // SIP device gave up. A SIP device's 200 ends the wait: who wins is decided below, once the offers are withdrawn.
       let cellsRinging = cells.length;
+      let sipRinging = sipTargets.length > 0;
+      const nothingRings = () => cellsRinging === 0 && !sipRinging && made.offers.length === 0;
+      void sip.answered.then((found) => {
+        sipRinging = false;
+        if (found !== undefined || nothingRings()) settle(undefined);
+      });
       for (const cell of cells) {
         dialling.push(
           round
@@ -157,7 +175,7 @@ export async function ringRound(
                 return;
               }
               cellsRinging -= 1;
-              if (cellsRinging === 0 && made.offers.length === 0) settle(undefined);
+              if (nothingRings()) settle(undefined);
             }),
         );
       }
@@ -190,6 +208,8 @@ export async function ringRound(
     // The round is over: the cells still ringing are cancelled, its waiting offers go. An accept that won just
     // before the withdrawal still counts, unless a cell answered first.
     stopCells.abort();
+    sip.stop();
+    const sipAnswer = await sip.answered;
     await Promise.all(dialling);
     await withdrawOffers(pool, round.callId, round.ringSeq);
     const accepted =
@@ -200,6 +220,7 @@ export async function ringRound(
           : undefined;
     if (answer !== undefined && 'cell' in answer) {
       closeAll(undefined);
+      sipAnswer?.hangup();
       // A device that accepted as the cell answered lost: it is free again.
       if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
       if (round.gone.aborted) {
@@ -212,6 +233,15 @@ export async function ringRound(
         externalUserId: null,
       });
       return 'answered';
+    }
+    if (accepted !== undefined) sipAnswer?.hangup();
+    else if (sipAnswer !== undefined) {
+      closeAll(undefined);
+      if (round.gone.aborted) {
+        sipAnswer.hangup();
+        return 'unanswered';
+      }
+      return await connectSipDevice(services, round, sipAnswer);
     }
     if (accepted === undefined) return 'unanswered';
     closeAll(accepted.device_id);

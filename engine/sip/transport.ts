@@ -103,6 +103,17 @@ abstract class SipTransport implements Transport {
 
   abstract send(message: string): Promise<void>;
 
+  /** Where the requests of a dialog go instead of their Request-URI or Route (a registered device's flow), by Call-ID. */
+  private readonly pinned = new Map<string, { host: string; port: number }>();
+
+  /** Sends every request of the Call-ID to `target` until the returned function is called. */
+  pin(callId: string, target: { host: string; port: number }): () => void {
+    this.pinned.set(callId, target);
+    return () => {
+      if (this.pinned.get(callId) === target) this.pinned.delete(callId);
+    };
+  }
+
   /** One complete message from a peer. */
   protected receive(raw: string, source: Source): void {
     try {
@@ -131,6 +142,11 @@ abstract class SipTransport implements Transport {
       const target = responseTarget(message);
       if (target === undefined) throw new Error('response without a usable Via');
       return target;
+    }
+    if (this.pinned.size > 0) {
+      const callId = /^(?:call-id|i)[ \t]*:[ \t]*(\S+)/im.exec(message)?.[1];
+      const pinned = callId === undefined ? undefined : this.pinned.get(callId);
+      if (pinned !== undefined) return pinned;
     }
     const target = requestTarget(message);
     if (target === undefined) throw new Error('request without a usable Request-URI');

@@ -215,6 +215,16 @@ export class SipEndpoint {
     };
   }
 
+  /**
+   * Sends every request of call `callId` on `source`'s transport to `source` (a registered device's flow: where its
+   * REGISTER came from, never its Contact's host), whatever the Request-URI or the dialog's remote target says.
+   * Returns the function that stops it.
+   */
+  pinFlow(callId: string, source: Source): () => void {
+    const transport = source.protocol === 'udp' ? this.udp : this.tcp;
+    return transport.pin(callId, { host: source.address, port: source.port });
+  }
+
   /** The SIP transactions in progress, server and client, on both transports. */
   get transactions(): number {
     return [this.udpCore, this.tcpCore].reduce(

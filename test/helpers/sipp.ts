@@ -122,7 +122,7 @@ export async function runSipp(options: {
  * when sipp exits.
  */
 export function startSippServer(options: {
-  scenario: 'uas' | 'uas-no-answer' | 'uas-auth' | 'uas-answers-hangs-up';
+  scenario: 'uas' | 'uas-no-answer' | 'uas-auth' | 'uas-answers-hangs-up' | 'device-answers';
   port: number;
   mediaPort: number;
   calls?: number;

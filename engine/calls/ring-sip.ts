@@ -1,0 +1,247 @@
+/**
+ * Ringing registered SIP devices in a `ring` round (docs/phones.md, "The ring step"): each targeted person's `sip`
+ * device that is not on a call is rung at every live binding by an INVITE with the engine's RTP offer (G.711, as a
+ * forward's dial-out; no digest: we call the phone). The INVITE goes to the binding's source (where its REGISTER
+ * came from, on that transport), never to its Contact's host; the Request-URI is the binding's contact. A binding
+ * past its expiry (on the engine's clock) is never rung.
+ *
+ * The first 200 wins among the bindings: the others are CANCELled, and an answer after the winner's (or after
+ * `stop`) is acknowledged and hung up at once. Whether it wins against a browser's accept is ringing.ts's call.
+ *
+ * The winner (`connectSipDevice`) becomes the call's `device` leg, with its person in `call.connected`; the device
+ * is busy while on the call; it is bridged to the caller until either hangs up (its BYE ends the call `completed`,
+ * as a browser's hangup does), then the device is free again.
+ */
+import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
+import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
+import { systemClock } from '../../core/clock.ts';
+import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
+import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
+import { bridge } from '../media/bridge.ts';
+import { MediaEndpoint as Media } from '../media/rtp.ts';
+import { offer as offerSdp, parseSdp, remoteFromAnswer } from '../media/sdp.ts';
+import { engineUser } from '../sip/user-agent.ts';
+import { SipDeviceLeg } from './legs/sip-device.ts';
+import type { RingOutcome } from './control.ts';
+import type { RoundContext } from './ringing.ts';
+import type { CallServices } from './services.ts';
+
+/** How long the flow of an INVITE that did not win stays pinned: a CANCEL's or BYE's transaction lifetime. */
+const flowLingerMs = 32_000;
+
+/** One binding of a device to ring. */
+export interface SipRingTarget {
+  device: DeviceRow;
+  binding: SipBinding;
+}
+
+/** A device that answered: its dialog, media and flow, not yet a leg (ringing.ts records it or hangs it up). */
+export interface SipAnswer {
+  device: DeviceRow;
+  binding: SipBinding;
+  sipCallId: string;
+  /** Makes the answer the call's leg, recorded as `legId`. */
+  leg(legId: string): SipDeviceLeg;
+  /** Hangs the answer up (it lost to another device): BYE, media closed. */
+  hangup(): void;
+}
+
+export interface SipRinging {
+  /** The first answer, or undefined once every INVITE was refused or failed, or `stop` came first. */
+  answered: Promise<SipAnswer | undefined>;
+  /** Stops ringing: what still rings is CANCELled, and an answer after this is hung up. */
+  stop(): void;
+}
+
+/** The live bindings of the people's ringable `sip` devices, at the engine's time. */
+export async function sipRingTargets(
+  services: CallServices,
+  workspaceId: string,
+  people: { memberIds: readonly string[]; userIds: readonly string[] },
+): Promise<SipRingTarget[]> {
+  const devices = await ringableSipDevices(services.pool, workspaceId, people);
+  const now = (services.clock ?? systemClock).now();
+  const targets: SipRingTarget[] = [];
+  for (const device of devices) {
+    for (const binding of await liveSipBindings(services.pool, device.id, now)) targets.push({ device, binding });
+  }
+  return targets;
+}
+
+/** The caller's number as a SIP user part (anything else is `anonymous`). */
+function callerUser(from: string | undefined): string {
+  return from !== undefined && /^\+?[\w.-]{1,64}$/.test(from) ? from : 'anonymous';
+}
+
+/** Rings every target at once; see the file's comment. */
+export async function ringSipDevices(
+  services: CallServices,
+  request: { callId: string; from?: string; targets: readonly SipRingTarget[] },
+): Promise<SipRinging> {
+  const { log } = services;
+  const host = services.sip.host;
+  const fromUri = Grammar.URIParse(`sip:${callerUser(request.from)}@${host}:${services.sip.port}`);
+  const ringing = new Set<OutgoingInviteRequest>();
+  let decided = false;
+  let resolveAnswer: (answer: SipAnswer | undefined) => void = () => {};
+  const answered = new Promise<SipAnswer | undefined>((resolve) => (resolveAnswer = resolve));
+  let pending = 0;
+  const settle = (answer: SipAnswer | undefined) => {
+    if (decided) return;
+    decided = true;
+    for (const invite of ringing) cancel(invite);
+    ringing.clear();
+    resolveAnswer(answer);
+  };
+  const cancel = (invite: OutgoingInviteRequest) => {
+    try {
+      invite.cancel();
+    } catch {
+      // Already final.
+    }
+  };
+  const oneDone = () => {
+    pending -= 1;
+    if (pending === 0) settle(undefined);
+  };
+
+  for (const { device, binding } of request.targets) {
+    const ruri = Grammar.URIParse(binding.contactUri);
+    const to = Grammar.URIParse(`sip:${device.sip_username ?? engineUser}@${host}`);
+    if (ruri === undefined || to === undefined || fromUri === undefined) {
+      log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP binding cannot be rung: no usable URI');
+      continue;
+    }
+    const media = await Media.open(services.ports, services.rtpHost).catch(() => undefined);
+    if (media === undefined) {
+      log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP device cannot be rung: no media port free');
+      continue;
+    }
+    const protocol = binding.source.protocol;
+    const core = services.sip.core(protocol);
+    const message = core.makeOutgoingRequestMessage(
+      'INVITE',
+      ruri,
+      fromUri,
+      to,
+      {},
+      [`Contact: <sip:${engineUser}@${host}:${services.sip.port};transport=${protocol}>`],
+      {
+        contentDisposition: 'session',
+        contentType: 'application/sdp',
+        content: offerSdp({ address: services.rtpAdvertisedHost, port: media.localPort }),
+      },
+    );
+    const unpin = services.sip.pinFlow(message.callId, binding.source);
+    const lingerThenUnpin = () => setTimeout(unpin, flowLingerMs).unref();
+    const lost = (session?: Session) => {
+      try {
+        session?.bye();
+      } catch {
+        // The dialog is gone already.
+      }
+      media.close();
+      lingerThenUnpin();
+    };
+    pending += 1;
+    let finished = false;
+    const finish = () => {
+      if (finished) return false;
+      finished = true;
+      return true;
+    };
+    // Refused, redirected, timed out (sip.js's 408) or unreachable (its 503): this binding is done.
+    const refused = () => {
+      ringing.delete(invite);
+      if (!finish()) return;
+      media.close();
+      lingerThenUnpin();
+      oneDone();
+    };
+    const invite: OutgoingInviteRequest = core.invite(message, {
+      onAccept: (response) => {
+        response.ack();
+        ringing.delete(invite);
+        if (!finish() || decided) {
+          // A second answer, or one after another device won or we stopped: hang that phone up at once.
+          lost(response.session);
+          return;
+        }
+        try {
+          media.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
+        } catch {
+          log.warn({ callId: request.callId, deviceId: device.id }, "a SIP device's answer has no usable SDP");
+          lost(response.session);
+          oneDone();
+          return;
+        }
+        const session = response.session;
+        settle({
+          device,
+          binding,
+          sipCallId: message.callId,
+          leg: (legId) => new SipDeviceLeg(legId, session, media, device.id, unpin),
+          hangup: () => lost(session),
+        });
+      },
+      onRedirect: refused,
+      onReject: refused,
+    });
+    if (decided) cancel(invite);
+    else ringing.add(invite);
+  }
+  if (pending === 0) settle(undefined);
+  return { answered, stop: () => settle(undefined) };
+}
+
+/**
+ * The answering SIP device's leg: recorded (`device`), the device busy, the call `connected` with it, bridged to the
+ * caller until either side hangs up; then the leg ends and the device is free again. `answered`.
+ */
+export async function connectSipDevice(
+  services: CallServices,
+  round: RoundContext,
+  answer: SipAnswer,
+): Promise<RingOutcome> {
+  const { pool } = services;
+  const { device } = answer;
+  let leg: SipDeviceLeg | undefined;
+  try {
+    await setDeviceBusy(pool, device.id, round.callId);
+    const legId = await addLeg(pool, round.callId, {
+      role: 'device',
+      remote: `device ${device.id} at ${answer.binding.source.address}:${answer.binding.source.port}`,
+      sipCallId: answer.sipCallId,
+    });
+    leg = answer.leg(legId);
+    const hungUp = new Promise<void>((resolve) => leg?.onHangup(resolve));
+    await setLegState(pool, legId, 'answered');
+    await changeState(pool, round.callId, 'connected', {
+      connectedLeg: {
+        id: legId,
+        role: 'device',
+        memberId: device.member_id,
+        externalUserId: device.external_user_id,
+      },
+    });
+    const unbridge = bridge(round.caller, leg.media);
+    let farEnd = false;
+    await new Promise<void>((resolve) => {
+      void hungUp.then(() => {
+        farEnd = true;
+        resolve();
+      });
+      if (round.gone.aborted) resolve();
+      round.gone.addEventListener('abort', () => resolve(), { once: true });
+    });
+    unbridge();
+    if (!farEnd) await leg.bye();
+    const stats = leg.media.stats;
+    await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+    return 'answered';
+  } finally {
+    if (leg === undefined) answer.hangup();
+    else leg.release();
+    await setDeviceBusy(pool, device.id, null);
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * A registered SIP desk phone rung by the `ring` step (docs/phones.md, "The ring step"; engine/calls/ring-sip.ts):
+ * sipp registers a user's `sip` device with digest (MD5, at a second engine on the same database that offers MD5
+ * first: Debian's sipp 3.6.1 knows no other), then listens on the port it registered from as the phone; sipp as the
+ * caller dials a number whose plan rings that user. The phone gets the INVITE at its own source port with its
+ * contact as Request-URI, answers, talks and hangs up: the call connects with a `device` leg and ends `completed`.
+ * A binding whose expiry passed (the engines' clock moved on) is not rung: the plan takes `next`.
+ */
+import dgram from 'node:dgram';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import test, { type ExecutionContext } from 'ava';
+import { Registry } from 'prom-client';
+import { loadConfig } from '../../core/config.ts';
+import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
+import { loadSigningKeys } from '../../core/service-secret.ts';
+import { type CallEngine, startCallEngine } from '../../engine/call-engine.ts';
+import { freeUdpPort } from '../helpers/free-port.ts';
+import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { runSipp, type SippRun, startSippServer } from '../helpers/sipp.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+
+let offsetMs = 0;
+const clock = { now: () => new Date(Date.now() + offsetMs) };
+let service: TestService;
+let sipPort: number;
+let md5Engine: CallEngine;
+let dataDir: string;
+
+test.before(async () => {
+  service = await startService({}, ['api', 'engine'], { clock });
+  sipPort = service.sipPort as number;
+  await addSippCarrier(service);
+  const keys = await loadSigningKeys(service.pool, undefined);
+  dataDir = await mkdtemp(path.join(os.tmpdir(), 'sip-device-test-'));
+  md5Engine = await startCallEngine({
+    config: loadConfig({
+      DATABASE_URL: service.databaseUrl,
+      SIP_PORT: '0',
+      SWITCHBOARD_DATA_DIR: dataDir,
+      ENGINE_ID: 'md5-first',
+    }),
+    pool: service.pool,
+    databaseUrl: service.databaseUrl,
+    registry: new Registry(),
+    log: { info() {}, warn() {}, debug() {} },
+    carrierSecrets: keys.carrierSecrets,
+    sipPasswords: keys.sipPasswords,
+    clock,
+    registrar: { algorithms: ['MD5', 'SHA-256'] },
+  });
+});
+
+test.after.always(async () => {
+  await md5Engine?.close();
+  await service?.close();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+const sippFailed = (run: SippRun) => `${run.code}\n${run.stdout}\n${run.stderr}\n${run.errors}`;
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
+    const found = await check();
+    if (found !== undefined) return found;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/**
+ * A number whose plan rings the workspace's user alice (then hangs up), and alice's `sip` device registered by sipp
+ * with digest from `localPort`, for `expires` seconds.
+ */
+async function deskLine(t: ExecutionContext, localPort: number, expires: number) {
+  const tenant = await workspaceApi(service);
+  const { setup } = tenant;
+  const line = await numberRunning(
+    t,
+    service,
+    {
+      entry: 'r',
+      steps: {
+        r: {
+          type: 'ring',
+          targets: [{ userId: setup.user.id }],
+          strategy: 'simultaneous',
+          timeoutSecs: 20,
+          next: 'bye',
+        },
+        bye: { type: 'hangup', message: null },
+      },
+    },
+    tenant,
+  );
+  const session = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
+  });
+  t.is(session.status, 201, session.text);
+  const token = session.body.token as string;
+  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'sip' } });
+  t.is(device.status, 201, device.text);
+  const issued = await service.request('POST', `/api/v1/devices/${device.body.id}/sip-credentials`, { auth: token });
+  t.is(issued.status, 201, issued.text);
+  const username = issued.body.username as string;
+  const registered = await runSipp({
+    scenario: 'register-digest',
+    sipPort: md5Engine.sipPort,
+    dialed: username,
+    replacements: { EXPIRES: String(expires), STATUS: '200' },
+    extraArgs: ['-au', username, '-ap', issued.body.password as string, '-p', String(localPort)],
+    timeoutSeconds: 15,
+  });
+  t.is(registered.code, 0, sippFailed(registered));
+  const [binding] = await liveSipBindings(service.pool, device.body.id as string, clock.now());
+  t.is(binding?.source.port, localPort);
+  return { line, token, deviceId: device.body.id as string, username };
+}
+
+async function callOf(e164: string) {
+  return until('the call', async () => {
+    const result = await service.pool.query<{ id: string }>(
+      'SELECT id FROM calls WHERE to_number = $1 ORDER BY started_at DESC LIMIT 1',
+      [e164],
+    );
+    return result.rows[0]?.id;
+  });
+}
+
+async function endedCall(callId: string) {
+  return until('the end', async () => {
+    const result = await service.pool.query<{ end_reason: string | null; ended_at: Date | null; steps: string[] }>(
+      'SELECT end_reason, ended_at, steps_taken AS steps FROM calls WHERE id = $1',
+      [callId],
+    );
+    const row = result.rows[0];
+    return row?.ended_at === null ? undefined : row;
+  });
+}
+
+async function eventsOf(callId: string) {
+  const result = await service.pool.query<{ type: string; payload: string | Record<string, unknown> }>(
+    'SELECT type, payload FROM events WHERE stream_key = $1 ORDER BY sequence',
+    [`call:${callId}`],
+  );
+  return result.rows.map((row) => ({
+    type: row.type,
+    payload: (typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload) as Record<string, unknown>,
+  }));
+}
+
+test.serial(
+  'a registered SIP device is rung at its source, answers, is bridged, and its BYE ends the call',
+  async (t) => {
+    const localPort = await freeUdpPort();
+    const { line, token, deviceId, username } = await deskLine(t, localPort, 120);
+    // The phone: sipp listening on the port it registered from.
+    const phone = startSippServer({
+      scenario: 'device-answers',
+      port: localPort,
+      mediaPort: await freeUdpPort(),
+      timeoutSeconds: 40,
+      replacements: { USERNAME: username, HOLD_MS: '1500' },
+    });
+    t.teardown(() => phone.stop());
+    const caller = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1), timeoutSeconds: 40 });
+    t.is(caller.code, 0, sippFailed(caller));
+    const answered = await phone.finished;
+    t.is(answered.code, 0, sippFailed(answered));
+
+    const callId = await callOf(line.e164);
+    const ended = await endedCall(callId);
+    t.is(ended.end_reason, 'completed');
+    const legs = await service.pool.query<{ id: string; role: string; state: string }>(
+      "SELECT id, role, state FROM call_legs WHERE call_id = $1 AND role = 'device'",
+      [callId],
+    );
+    const leg = legs.rows[0];
+    t.is(leg?.state, 'ended');
+    const events = await eventsOf(callId);
+    t.deepEqual(
+      events.map((event) => event.type),
+      ['call.started', 'call.answered', 'call.ringing', 'call.connected', 'call.ended'],
+    );
+    t.like(events[2]?.payload.ring as Record<string, unknown>, {
+      ringSeq: 1,
+      memberIds: [],
+      externalUserIds: ['alice'],
+      offerId: null,
+    });
+    t.like(events[3]?.payload.leg as Record<string, unknown>, {
+      id: leg?.id,
+      role: 'device',
+      memberId: null,
+      externalUserId: 'alice',
+    });
+    t.like(events[4]?.payload, { connected: true });
+    const devices = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
+    t.false((devices.body.data as { id: string; busy: boolean }[]).find((d) => d.id === deviceId)?.busy);
+  },
+);
+
+test.serial('a binding whose expiry passed is not rung: the plan takes next', async (t) => {
+  const localPort = await freeUdpPort();
+  const { line, deviceId } = await deskLine(t, localPort, 60);
+  offsetMs += 61_000;
+  t.deepEqual(await liveSipBindings(service.pool, deviceId, clock.now()), []);
+  // Where the phone was: anything the engine sends there is heard.
+  const socket = dgram.createSocket('udp4');
+  t.teardown(() => socket.close());
+  const heard: string[] = [];
+  socket.on('message', (data) => heard.push(data.toString()));
+  await new Promise<void>((resolve) => socket.bind(localPort, '127.0.0.1', resolve));
+  const caller = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1), timeoutSeconds: 30 });
+  t.is(caller.code, 0, sippFailed(caller));
+  const ended = await endedCall(await callOf(line.e164));
+  t.is(ended.end_reason, 'plan_hangup');
+  t.deepEqual(ended.steps, ['r', 'bye']);
+  t.deepEqual(heard, []);
+});
