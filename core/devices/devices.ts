@@ -10,7 +10,6 @@ import { keysetPage, type PageWindow } from '../rows.ts';
 export type DeviceKind = 'browser' | 'mobile' | 'sip';
 export const deviceKinds: readonly DeviceKind[] = ['browser', 'mobile', 'sip'];
 
-/** At most this many devices per person (the next registration is 409 `limit_exceeded`). */
 /** How long a presence lease lasts from its renewal (the client library renews every 20 s). */
 export const presenceLeaseSeconds = 60;
 
@@ -194,22 +193,19 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
   return readDevice(db, id);
 }
 
-/**
- * The devices a `ring` step may offer a call to, of the given members and users of the workspace: `browser` and
- * `mobile` ones with a live presence lease that are not on a call, oldest first. A `sip` device is left out: it is
- * rung by INVITE at its bindings (`ringableSipDevices`, engine/calls/ring-sip.ts). `makeOffers` checks lease and
- * busy again as it offers.
- */
-export async function ringableDevices(
+type People = { memberIds: readonly string[]; userIds: readonly string[] };
+
+/** The devices of the given members and users of the workspace that are not on a call and meet `condition`, oldest first. */
+async function freeDevicesOf(
   db: Queryable,
   workspaceId: string,
-  people: { memberIds: readonly string[]; userIds: readonly string[] },
+  people: People,
+  condition: string,
 ): Promise<DeviceRow[]> {
   const result = await db.query<DeviceRow>(
     `SELECT ${columns} ${from}
       WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
-        AND d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp() AND d.busy_call_id IS NULL
-        AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
+        AND ${condition} AND d.busy_call_id IS NULL AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
       ORDER BY d.created_at, d.id`,
     [workspaceId, [...people.memberIds], [...people.userIds]],
   );
@@ -217,23 +213,27 @@ export async function ringableDevices(
 }
 
 /**
- * The `sip` devices a `ring` step may ring, of the given members and users of the workspace: those not on a call,
- * oldest first. Whether one has a live binding (where its INVITE goes) is sip-bindings.ts's `liveSipBindings`.
+ * The devices a `ring` step may offer a call to, of the given members and users of the workspace: `browser` and
+ * `mobile` ones with a live presence lease that are not on a call, oldest first. A `sip` device is left out: it is
+ * rung by INVITE at its bindings (`ringableSipDevices`, engine/calls/ring-sip.ts). `makeOffers` checks lease and
+ * busy again as it offers.
  */
-export async function ringableSipDevices(
-  db: Queryable,
-  workspaceId: string,
-  people: { memberIds: readonly string[]; userIds: readonly string[] },
-): Promise<DeviceRow[]> {
-  const result = await db.query<DeviceRow>(
-    `SELECT ${columns} ${from}
-      WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
-        AND d.kind = 'sip' AND d.busy_call_id IS NULL AND s.username IS NOT NULL
-        AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
-      ORDER BY d.created_at, d.id`,
-    [workspaceId, [...people.memberIds], [...people.userIds]],
+export function ringableDevices(db: Queryable, workspaceId: string, people: People): Promise<DeviceRow[]> {
+  return freeDevicesOf(
+    db,
+    workspaceId,
+    people,
+    `d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp()`,
   );
-  return result.rows;
+}
+
+/**
+ * The `sip` devices a `ring` step may ring, of the given members and users of the workspace: those with credentials
+ * not on a call, oldest first. Whether one has a live binding (where its INVITE goes) is sip-bindings.ts's
+ * `liveSipBindings`.
+ */
+export function ringableSipDevices(db: Queryable, workspaceId: string, people: People): Promise<DeviceRow[]> {
+  return freeDevicesOf(db, workspaceId, people, `d.kind = 'sip' AND s.username IS NOT NULL`);
 }
 
 /**

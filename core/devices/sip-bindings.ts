@@ -151,12 +151,6 @@ export async function applyRegistration(pool: pg.Pool, registration: Registratio
   });
 }
 
-/** Removes every binding of a device (its credentials stay). Answers how many there were. */
-export async function removeSipBindings(db: Queryable, deviceId: string): Promise<number> {
-  const result = await db.query('DELETE FROM sip_bindings WHERE device_id = $1', [deviceId]);
-  return result.rowCount ?? 0;
-}
-
 /** Deletes the bindings expired at `now` (at most `limit` a call); answers how many. */
 export async function sweepExpiredSipBindings(db: Queryable, now: Date, limit = 1000): Promise<number> {
   const result = await db.query(

@@ -35,11 +35,6 @@ export class CarrierDirectory {
     private readonly refreshMs = 5_000,
   ) {}
 
-  async all(): Promise<Carrier[]> {
-    await this.fresh();
-    return this.matchers.map((matcher) => matcher.carrier);
-  }
-
   /** A carrier by name; one not in the list read so far is looked for again in the database at once. */
   async byName(name: string): Promise<Carrier | undefined> {
     const find = () => this.matchers.find((matcher) => matcher.carrier.name === name)?.carrier;

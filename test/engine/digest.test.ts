@@ -49,6 +49,8 @@ test('an Authorization value this registrar does not take is refused', (t) => {
     `Digest ${good.replace(', cnonce="c"', '')}`,
     `Digest ${good.replace('uri="sip:h"', 'uri="sip:h')}`,
     `Digest ${good},`,
+    // A control character, even escaped, would reach the database's look-up of the username.
+    `Digest ${good.replace('username="u"', 'username="u\\\u0000"')}`,
     `Digest ${good}, x="${'y'.repeat(5000)}"`,
     'Digest',
     '',

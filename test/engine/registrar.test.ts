@@ -9,56 +9,28 @@
  */
 import { randomUUID } from 'node:crypto';
 import dgram from 'node:dgram';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
-import { Registry } from 'prom-client';
-import { loadConfig } from '../../core/config.ts';
 import { liveSipBindings, sweepExpiredSipBindings } from '../../core/devices/sip-bindings.ts';
-import { loadSigningKeys } from '../../core/service-secret.ts';
-import { type CallEngine, startCallEngine } from '../../engine/call-engine.ts';
 import { digestResponse } from '../../engine/sip/digest.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { runSipp } from '../helpers/sipp.ts';
+import { runSipp, startMd5FirstEngine } from '../helpers/sipp.ts';
 import { startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 
 let offsetMs = 0;
 const clock = { now: () => new Date(Date.now() + offsetMs) };
 let service: TestService;
 let sipPort: number;
-let md5Engine: CallEngine;
-let md5Registry: Registry;
-let dataDir: string;
+let md5Engine: Awaited<ReturnType<typeof startMd5FirstEngine>>;
 
 test.before(async () => {
   service = await startService({}, ['api', 'engine'], { clock });
   sipPort = service.sipPort as number;
-  const keys = await loadSigningKeys(service.pool, undefined);
-  dataDir = await mkdtemp(path.join(os.tmpdir(), 'registrar-test-'));
-  md5Registry = new Registry();
-  md5Engine = await startCallEngine({
-    config: loadConfig({
-      DATABASE_URL: service.databaseUrl,
-      SIP_PORT: '0',
-      SWITCHBOARD_DATA_DIR: dataDir,
-      ENGINE_ID: 'md5-first',
-    }),
-    pool: service.pool,
-    databaseUrl: service.databaseUrl,
-    registry: md5Registry,
-    log: { info() {}, warn() {}, debug() {} },
-    carrierSecrets: keys.carrierSecrets,
-    sipPasswords: keys.sipPasswords,
-    clock,
-    registrar: { algorithms: ['MD5', 'SHA-256'] },
-  });
+  md5Engine = await startMd5FirstEngine(service, clock);
 });
 
 test.after.always(async () => {
   await md5Engine?.close();
   await service?.close();
-  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 /** A `sip` device of a new workspace's user, with credentials issued through the API (operation 66). */
@@ -185,7 +157,7 @@ test.serial(
     const sipp = (password: string, expires: string, status: string) =>
       runSipp({
         scenario: 'register-digest',
-        sipPort: md5Engine.sipPort,
+        sipPort: md5Engine.engine.sipPort,
         dialed: desk.username,
         replacements: { EXPIRES: expires, STATUS: status },
         extraArgs: ['-au', desk.username, '-ap', password, '-p', localPort],

@@ -7,55 +7,29 @@
  * A binding whose expiry passed (the engines' clock moved on) is not rung: the plan takes `next`.
  */
 import dgram from 'node:dgram';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
-import { Registry } from 'prom-client';
-import { loadConfig } from '../../core/config.ts';
 import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
-import { loadSigningKeys } from '../../core/service-secret.ts';
-import { type CallEngine, startCallEngine } from '../../engine/call-engine.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
-import { runSipp, type SippRun, startSippServer } from '../helpers/sipp.ts';
+import { runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
 let offsetMs = 0;
 const clock = { now: () => new Date(Date.now() + offsetMs) };
 let service: TestService;
 let sipPort: number;
-let md5Engine: CallEngine;
-let dataDir: string;
+let md5Engine: Awaited<ReturnType<typeof startMd5FirstEngine>>;
 
 test.before(async () => {
   service = await startService({}, ['api', 'engine'], { clock });
   sipPort = service.sipPort as number;
   await addSippCarrier(service);
-  const keys = await loadSigningKeys(service.pool, undefined);
-  dataDir = await mkdtemp(path.join(os.tmpdir(), 'sip-device-test-'));
-  md5Engine = await startCallEngine({
-    config: loadConfig({
-      DATABASE_URL: service.databaseUrl,
-      SIP_PORT: '0',
-      SWITCHBOARD_DATA_DIR: dataDir,
-      ENGINE_ID: 'md5-first',
-    }),
-    pool: service.pool,
-    databaseUrl: service.databaseUrl,
-    registry: new Registry(),
-    log: { info() {}, warn() {}, debug() {} },
-    carrierSecrets: keys.carrierSecrets,
-    sipPasswords: keys.sipPasswords,
-    clock,
-    registrar: { algorithms: ['MD5', 'SHA-256'] },
-  });
+  md5Engine = await startMd5FirstEngine(service, clock);
 });
 
 test.after.always(async () => {
   await md5Engine?.close();
   await service?.close();
-  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 const sippFailed = (run: SippRun) => `${run.code}\n${run.stdout}\n${run.stderr}\n${run.errors}`;
@@ -107,7 +81,7 @@ async function deskLine(t: ExecutionContext, localPort: number, expires: number)
   const username = issued.body.username as string;
   const registered = await runSipp({
     scenario: 'register-digest',
-    sipPort: md5Engine.sipPort,
+    sipPort: md5Engine.engine.sipPort,
     dialed: username,
     replacements: { EXPIRES: String(expires), STATUS: '200' },
     extraArgs: ['-au', username, '-ap', issued.body.password as string, '-p', String(localPort)],

@@ -9,7 +9,13 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Registry } from 'prom-client';
+import type { Clock } from '../../core/clock.ts';
+import { loadConfig } from '../../core/config.ts';
+import { loadSigningKeys } from '../../core/service-secret.ts';
+import { type CallEngine, startCallEngine } from '../../engine/call-engine.ts';
 import { freeUdpPort } from './free-port.ts';
+import type { TestService } from './service.ts';
 
 export const dtmfPcap = (digit: string) => `/usr/share/sip-tester/dtmf_2833_${digit}.pcap`;
 export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
@@ -179,4 +185,45 @@ export function startSippServer(options: {
       child?.kill('SIGKILL');
     },
   };
+}
+
+/**
+ * A second engine on `service`'s database whose registrar challenges MD5 first, for sipp to register at (Debian's
+ * sipp 3.6.1 answers the first challenge and knows no other), going by `clock` like the service. `close` stops it and
+ * removes its data directory.
+ */
+export async function startMd5FirstEngine(
+  service: TestService,
+  clock: Clock,
+): Promise<{ engine: CallEngine; close(): Promise<void> }> {
+  const keys = await loadSigningKeys(service.pool, undefined);
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'md5-first-engine-'));
+  try {
+    const engine = await startCallEngine({
+      config: loadConfig({
+        DATABASE_URL: service.databaseUrl,
+        SIP_PORT: '0',
+        SWITCHBOARD_DATA_DIR: dataDir,
+        ENGINE_ID: 'md5-first',
+      }),
+      pool: service.pool,
+      databaseUrl: service.databaseUrl,
+      registry: new Registry(),
+      log: { info() {}, warn() {}, debug() {} },
+      carrierSecrets: keys.carrierSecrets,
+      sipPasswords: keys.sipPasswords,
+      clock,
+      registrar: { algorithms: ['MD5', 'SHA-256'] },
+    });
+    return {
+      engine,
+      async close() {
+        await engine.close();
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
 }
