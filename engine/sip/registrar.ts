@@ -14,7 +14,7 @@
  * The binding records the packet's source (INVITEs go there, never to the Contact's host). Failures are counted per
  * source address and per username in a fixed window; a success clears both counts.
  */
-import { hkdfSync } from 'node:crypto';
+import { createHash, hkdfSync } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, type Registry } from 'prom-client';
 import type { IncomingRegisterRequest } from 'sip.js/lib/core/index.js';
@@ -34,6 +34,12 @@ import {
   parseDigestCredentials,
 } from './digest.ts';
 import { FailureLimiter } from './failure-limiter.ts';
+
+/**
+ * The limiter's key for a username as sent: a hash, so that 100,000 made-up usernames of a few kilobytes each (a
+ * storm from spoofed sources) keep the limiter's memory at a few megabytes.
+ */
+const usernameKey = (username: string) => `username:${createHash('sha256').update(username).digest('base64url')}`;
 
 export interface RegistrarOptions {
   pool: pg.Pool;
@@ -141,7 +147,7 @@ export class Registrar {
 
   private failed(request: IncomingRegisterRequest, source: Source, username: string, now: Date): void {
     this.limiter.fail(`address:${source.address}`, now.getTime());
-    this.limiter.fail(`username:${username}`, now.getTime());
+    this.limiter.fail(usernameKey(username), now.getTime());
     this.answer(request, 'failed', { statusCode: 403 });
   }
 
@@ -162,7 +168,7 @@ export class Registrar {
     if (credentials.realm !== registrarRealm || !this.algorithms.includes(credentials.algorithm)) {
       return this.challenge(request, source, now);
     }
-    const byUsername = this.limiter.blocked(`username:${credentials.username}`, now.getTime());
+    const byUsername = this.limiter.blocked(usernameKey(credentials.username), now.getTime());
     if (byUsername !== undefined) return this.limited(request, byUsername);
     const nonce = checkNonce(this.nonceKey, credentials.nonce, now, source.address, nonceLifetimeMs);
     if (nonce === 'invalid') return this.failed(request, source, credentials.username, now);
@@ -171,7 +177,7 @@ export class Registrar {
       return this.failed(request, source, credentials.username, now);
     }
     this.limiter.reset(`address:${source.address}`);
-    this.limiter.reset(`username:${credentials.username}`);
+    this.limiter.reset(usernameKey(credentials.username));
     if (nonce === 'stale' || !this.freshCount(credentials.nonce, credentials.nc, now)) {
       return this.challenge(request, source, now, nonce === 'stale');
     }
