@@ -7,7 +7,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Gauge } from 'prom-client';
 import { Type } from 'typebox';
-import { deviceById } from '../../core/devices/devices.ts';
 import {
   acceptOffer,
   declineOffer,
@@ -22,7 +21,7 @@ import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
-import { tokenOwner } from './devices.ts';
+import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
 export const longPollSeconds = 10;
@@ -164,10 +163,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'pollOffers', {
     schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(PolledOffer) } },
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
-      const owner = tokenOwner(context.principal);
-      const device = await deviceById(context.db, workspace.id, owner, context.params.id as string);
-      if (device === undefined) throw notFound('device');
+      const device = await ownDevice(context);
       const { limit, cursor, wait, known } = context.query as {
         limit: number;
         cursor?: string;
