@@ -25,7 +25,7 @@ import { lockLiveUser } from '../../core/identity/users.ts';
 import type { Principal } from '../auth.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Kind = Type.Enum([...deviceKinds], { description: 'browser, mobile or sip' });
 const Name = Type.String({ minLength: 1, maxLength: 100, description: 'What the person calls this phone' });
@@ -63,8 +63,6 @@ const SipCredentials = Type.Object({
   password: Type.String({ description: 'Shown once; issuing again replaces it' }),
   issuedAt: DateTime,
 });
-
-const NoFields = Type.Object({}, { additionalProperties: false });
 
 /** The person a token acts for; undefined for an application key (the whole workspace). */
 function ownerOf(principal: Principal): DeviceOwner | undefined {

@@ -20,7 +20,7 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
@@ -228,11 +228,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'declineOffer', {
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: Offer },
-    },
+    schemas: { params: IdParams, body: NoFields, response: { 200: Offer } },
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
