@@ -24,9 +24,9 @@ import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
-export const longPollSeconds = 10;
+const longPollSeconds = 10;
 /** The longest SDP answer taken: a browser's is a few kilobytes. */
-export const maxSdpLength = 32_768;
+const maxSdpLength = 32_768;
 
 const uuidPattern = '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}';
 /** At most this many ids in `known`. */
@@ -94,7 +94,7 @@ const SdpAnswer = Type.String({
 });
 
 /** What is wrong with an SDP answer, or undefined when it is plausible: `v=0` first, an audio m-line, an origin. */
-export function sdpProblem(sdp: string): string | undefined {
+function sdpProblem(sdp: string): string | undefined {
   const lines = sdp.split(/\r?\n/).filter((line) => line !== '');
   if (lines[0] !== 'v=0') return 'body.sdp must be an SDP answer starting with the line v=0';
   if (!lines.some((line) => /^o=\S+ \d+ \d+ IN IP[46] \S+$/.test(line))) {
