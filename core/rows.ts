@@ -1,10 +1,18 @@
 /**
  * Reads that every table module shares: one row of a workspace-owned table by id (404 `not_found` naming what was
- * looked for), and one keyset page of a list. The table modules (core/<domain>/) call them with their own columns;
- * nothing outside core/ writes SQL.
+ * looked for), one keyset page of a list, and that page over a workspace-owned table. The table modules
+ * (core/<domain>/) call them with their own columns; nothing outside core/ writes SQL.
  */
 import type { Queryable } from './database.ts';
 import { notFound } from './errors.ts';
+
+/** A workspace-owned table as its reads select it: the table, its columns, and what a 404 calls one of its rows. */
+export interface WorkspaceTable {
+  table: string;
+  /** Including `id` and, for pages, `created_at::text AS cursor_ts`. */
+  columns: string;
+  name: string;
+}
 
 /**
  * One row of a workspace-owned table by id, or 404 `not_found` naming what was looked for. With `lock`, the row is
@@ -12,7 +20,7 @@ import { notFound } from './errors.ts';
  */
 export async function workspaceRow<Row extends object>(
   db: Queryable,
-  what: { table: string; columns: string; name: string },
+  what: WorkspaceTable,
   id: string,
   workspaceId: string,
   lock = false,
@@ -61,4 +69,15 @@ export async function keysetPage<Row>(db: Queryable, source: PageSource, window:
     params,
   );
   return result.rows;
+}
+
+/** One keyset page of a workspace's rows of a workspace-owned table, newest first. */
+export function workspacePage<Row>(
+  db: Queryable,
+  what: WorkspaceTable,
+  workspaceId: string,
+  window: PageWindow,
+): Promise<Row[]> {
+  const select = `SELECT ${what.columns} FROM ${what.table}`;
+  return keysetPage<Row>(db, { select, where: 'workspace_id = $1', params: [workspaceId] }, window);
 }

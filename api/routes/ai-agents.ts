@@ -19,7 +19,7 @@ import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { sealSecret } from '../../core/sealing.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Provider = Type.Enum([...aiProviders]);
 const Name = Type.String({ minLength: 1, maxLength: 200 });
@@ -162,8 +162,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'deleteAiAgent', {
-    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: AiAgent } },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: AiAgent } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;

@@ -23,7 +23,7 @@ import { CallEndings } from '../call-endings.ts';
 import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 /** How long a hangup waits for the owning engine to end the call. */
 const hangupWaitMillis = 5_000;
@@ -192,11 +192,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'hangupCall', {
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: HangupAnswer },
-    },
+    schemas: { params: IdParams, body: NoFields, response: { 200: HangupAnswer } },
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);

@@ -24,8 +24,8 @@ import { lockMember } from '../../core/identity/members.ts';
 import { lockLiveUser } from '../../core/identity/users.ts';
 import type { Principal } from '../auth.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Kind = Type.Enum([...deviceKinds], { description: 'browser, mobile or sip' });
 const Name = Type.String({ minLength: 1, maxLength: 100, description: 'What the person calls this phone' });
@@ -64,8 +64,6 @@ const SipCredentials = Type.Object({
   issuedAt: DateTime,
 });
 
-const NoFields = Type.Object({}, { additionalProperties: false });
-
 /** The person a token acts for; undefined for an application key (the whole workspace). */
 function ownerOf(principal: Principal): DeviceOwner | undefined {
   const token = principal.token;
@@ -78,6 +76,15 @@ export function tokenOwner(principal: Principal): DeviceOwner {
   // The operations calling this take user and member tokens only (api/operations.ts).
   if (owner === undefined) throw new ApiError('forbidden', 'a device is registered with a user or member token');
   return owner;
+}
+
+/** The token's own device named in the path (another person's is 404); with `lock`, locked until commit. */
+export async function ownDevice(context: HandlerContext, lock = false): Promise<DeviceRow> {
+  const workspace = requireWorkspace(context);
+  const owner = tokenOwner(context.principal);
+  const device = await deviceById(context.db, workspace.id, owner, context.params.id as string, lock);
+  if (device === undefined) throw notFound('device');
+  return device;
 }
 
 export function deviceRoutes(app: FastifyInstance, services: Services) {
@@ -164,10 +171,7 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 200: Device } },
     optionalBody: true,
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
-      const owner = tokenOwner(context.principal);
-      const device = await deviceById(context.db, workspace.id, owner, context.params.id as string, true);
-      if (device === undefined) throw notFound('device');
+      const device = await ownDevice(context, true);
       if (device.kind === 'sip') {
         throw new ApiError(
           'invalid_request',
@@ -182,10 +186,7 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 201: SipCredentials } },
     optionalBody: true,
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
-      const owner = tokenOwner(context.principal);
-      const device = await deviceById(context.db, workspace.id, owner, context.params.id as string, true);
-      if (device === undefined) throw notFound('device');
+      const device = await ownDevice(context, true);
       if (device.kind !== 'sip') {
         throw new ApiError(
           'invalid_request',

@@ -22,7 +22,7 @@ import {
 } from '../../core/numbers/numbers.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Capability = Type.Enum([...capabilities]);
 const VoiceLane = Type.Enum(['service', 'off'], {
@@ -222,12 +222,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'releaseNumber', {
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: PhoneNumber },
-    },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: PhoneNumber } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const current = await numberById(context.db, workspace.id, context.params.id as string, true);

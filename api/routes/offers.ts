@@ -7,7 +7,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Gauge } from 'prom-client';
 import { Type } from 'typebox';
-import { deviceById } from '../../core/devices/devices.ts';
 import {
   acceptOffer,
   declineOffer,
@@ -21,13 +20,13 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
-import { tokenOwner } from './devices.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
+import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
-export const longPollSeconds = 10;
+const longPollSeconds = 10;
 /** The longest SDP answer taken: a browser's is a few kilobytes. */
-export const maxSdpLength = 32_768;
+const maxSdpLength = 32_768;
 
 const uuidPattern = '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}';
 /** At most this many ids in `known`. */
@@ -95,7 +94,7 @@ const SdpAnswer = Type.String({
 });
 
 /** What is wrong with an SDP answer, or undefined when it is plausible: `v=0` first, an audio m-line, an origin. */
-export function sdpProblem(sdp: string): string | undefined {
+function sdpProblem(sdp: string): string | undefined {
   const lines = sdp.split(/\r?\n/).filter((line) => line !== '');
   if (lines[0] !== 'v=0') return 'body.sdp must be an SDP answer starting with the line v=0';
   if (!lines.some((line) => /^o=\S+ \d+ \d+ IN IP[46] \S+$/.test(line))) {
@@ -164,10 +163,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'pollOffers', {
     schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(PolledOffer) } },
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
-      const owner = tokenOwner(context.principal);
-      const device = await deviceById(context.db, workspace.id, owner, context.params.id as string);
-      if (device === undefined) throw notFound('device');
+      const device = await ownDevice(context);
       const { limit, cursor, wait, known } = context.query as {
         limit: number;
         cursor?: string;
@@ -232,11 +228,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'declineOffer', {
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: Offer },
-    },
+    schemas: { params: IdParams, body: NoFields, response: { 200: Offer } },
     optionalBody: true,
     handler: async (context) => {
       const workspace = requireWorkspace(context);

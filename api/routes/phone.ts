@@ -5,8 +5,9 @@
  * a token pasted into it.
  *
  * The scripts are the compiled ones beside the build (dist/client/*.js, from `npm run build`) when the service runs
- * from dist/; from the sources (tsx) there are none beside client/*.ts, so the TypeScript is transpiled once, on the
- * first request, with the `typescript` development dependency.
+ * from dist/. Only when it runs from the sources (tsx: this module is a .ts file) is the TypeScript of client/*.ts
+ * transpiled, once, on the first request, with the `typescript` development dependency: a production build never
+ * reaches for it.
  */
 import { readFile } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
@@ -51,16 +52,21 @@ const page = `<!doctype html>
 
 const compiled = new Map<string, Promise<string>>();
 
-/** The script's JavaScript: the build's, or the source transpiled (once). */
+/** Running from the sources (tsx), where client/ holds TypeScript only, rather than from the build (dist/). */
+const fromSources = import.meta.url.endsWith('.ts');
+
+async function transpiled(name: string): Promise<string> {
+  const typescript = (await import('typescript')).default;
+  const text = await readFile(new URL(`${name}.ts`, clientFolder), 'utf8');
+  const options = { target: typescript.ScriptTarget.ES2022, module: typescript.ModuleKind.ES2022 };
+  return typescript.transpileModule(text, { compilerOptions: options }).outputText;
+}
+
+/** The script's JavaScript: the build's, or (from the sources) the TypeScript transpiled; either once. */
 function script(name: (typeof scripts)[number]): Promise<string> {
   let source = compiled.get(name);
   if (source === undefined) {
-    source = readFile(new URL(`${name}.js`, clientFolder), 'utf8').catch(async () => {
-      const typescript = (await import('typescript')).default;
-      const text = await readFile(new URL(`${name}.ts`, clientFolder), 'utf8');
-      const options = { target: typescript.ScriptTarget.ES2022, module: typescript.ModuleKind.ES2022 };
-      return typescript.transpileModule(text, { compilerOptions: options }).outputText;
-    });
+    source = fromSources ? transpiled(name) : readFile(new URL(`${name}.js`, clientFolder), 'utf8');
     // A failure is not kept: the next request tries again.
     source.catch(() => compiled.delete(name));
     compiled.set(name, source);

@@ -22,7 +22,7 @@ import type { WorkspaceRef } from '../auth.ts';
 import { apiResources } from '../resources.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 // The fields a queue takes are the Queue custom resource's (core/resources/kinds.ts).
 const Strategy = QueueStrategy;
@@ -165,8 +165,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'deleteQueue', {
-    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: Queue } },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: Queue } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;

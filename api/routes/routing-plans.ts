@@ -33,7 +33,7 @@ import type { WorkspaceRef } from '../auth.ts';
 import { apiResources } from '../resources.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Definition = Type.Unknown({
   description:
@@ -350,12 +350,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'archiveRoutingPlan', {
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: RoutingPlan },
-    },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: RoutingPlan } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;

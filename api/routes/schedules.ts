@@ -26,7 +26,7 @@ import {
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const WeeklyHours = Type.Array(WeeklyRange, { maxItems: 100 });
@@ -172,8 +172,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
   });
 
   defineOperation(app, services, 'deleteSchedule', {
-    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: Schedule } },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: Schedule } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;

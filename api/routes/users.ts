@@ -6,7 +6,7 @@ import { createUser, listUsers, removeUser, userById, type UserRow } from '../..
 import { e164Pattern } from '../../core/ids.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 export const User = Type.Object({
   id: Uuid,
@@ -85,8 +85,7 @@ export function userRoutes(app: FastifyInstance, services: Services) {
 
   defineOperation(app, services, 'deleteUser', {
     // No fields: the body may be left out or be `{}`, and an unknown field is refused like everywhere else.
-    schemas: { params: IdParams, body: Type.Object({}, { additionalProperties: false }), response: { 200: User } },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: User } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       // No new tokens from now on (minting checks the user); tokens already issued live to their expiry. Their

@@ -33,7 +33,7 @@ import {
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { apiResources } from '../resources.ts';
 import { defineOperation, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
+import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const defaultOverlapSeconds = 86_400;
 const maxOverlapSeconds = 604_800;
@@ -244,12 +244,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
 
   defineOperation(app, services, 'deleteWebhook', {
     // No fields: the body may be left out or be `{}`.
-    schemas: {
-      params: IdParams,
-      body: Type.Object({}, { additionalProperties: false }),
-      response: { 200: WebhookEndpoint },
-    },
-    optionalBody: true,
+    schemas: { params: IdParams, body: NoFields, response: { 200: WebhookEndpoint } },
     handler: async ({ db, params, principal }) => {
       // Its queued deliveries and lanes go with it (ON DELETE CASCADE).
       const row = await deleteEndpoint(db, principal.applicationId as string, params.id);

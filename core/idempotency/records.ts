@@ -5,7 +5,7 @@
  */
 import type { Queryable } from '../database.ts';
 
-export const idempotencyRetentionHours = 24;
+const idempotencyRetentionHours = 24;
 
 export interface StoredRecord {
   fingerprint: Buffer;

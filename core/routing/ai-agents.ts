@@ -3,7 +3,7 @@
  * 44-48; the provider's API key arrives here sealed), read by routing plans' checks (facts.ts).
  */
 import type { Queryable } from '../database.ts';
-import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
+import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
 
 export interface AgentRow {
   id: string;
@@ -43,11 +43,7 @@ export async function createAiAgent(db: Queryable, workspaceId: string, fields: 
 }
 
 export function listAiAgents(db: Queryable, workspaceId: string, window: PageWindow): Promise<AgentRow[]> {
-  return keysetPage<AgentRow>(
-    db,
-    { select: `SELECT ${columns} FROM ai_agents`, where: 'workspace_id = $1', params: [workspaceId] },
-    window,
-  );
+  return workspacePage<AgentRow>(db, agentTable, workspaceId, window);
 }
 
 /** The workspace's AI agent, or 404; with `lock`, locked until commit (FOR UPDATE). */

@@ -3,7 +3,7 @@
  * reconciler, read by routing plans' checks (facts.ts).
  */
 import type { Queryable } from '../database.ts';
-import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
+import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
 
 export interface QueueRow {
   id: string;
@@ -40,11 +40,7 @@ export async function createQueue(db: Queryable, workspaceId: string, fields: Qu
 }
 
 export function listQueues(db: Queryable, workspaceId: string, window: PageWindow): Promise<QueueRow[]> {
-  return keysetPage<QueueRow>(
-    db,
-    { select: `SELECT ${columns} FROM queues`, where: 'workspace_id = $1', params: [workspaceId] },
-    window,
-  );
+  return workspacePage<QueueRow>(db, queueTable, workspaceId, window);
 }
 
 /** The workspace's queue, or 404; with `lock`, locked until commit (FOR UPDATE). */

@@ -3,7 +3,7 @@
  * (operations 39-43), read by routing plans' checks (facts.ts) and by the `hours` step of a running call.
  */
 import type { Queryable } from '../database.ts';
-import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
+import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
 import type { ScheduleHours } from './schedule.ts';
 
 export interface ScheduleRow {
@@ -38,11 +38,7 @@ export async function createSchedule(
 }
 
 export function listSchedules(db: Queryable, workspaceId: string, window: PageWindow): Promise<ScheduleRow[]> {
-  return keysetPage<ScheduleRow>(
-    db,
-    { select: `SELECT ${columns} FROM schedules`, where: 'workspace_id = $1', params: [workspaceId] },
-    window,
-  );
+  return workspacePage<ScheduleRow>(db, scheduleTable, workspaceId, window);
 }
 
 /** The workspace's schedule, or 404; with `lock`, locked until commit (FOR UPDATE). */

@@ -8,13 +8,13 @@ import { aiProviders, type StepType } from './definition.ts';
 import type { PlanReferences, WorkspaceFacts } from './validate.ts';
 import { compare, e164Regex, isObject, type Json, knownType, own, type Problem } from './validate-schema.ts';
 
-export function stringField(step: Json, field: string): string | null {
+function stringField(step: Json, field: string): string | null {
   const value = own(step, field);
   return typeof value === 'string' ? value : null;
 }
 
 /** The ring targets of a step that are objects, with their index. */
-export function targetsOf(step: Json): { index: number; target: Json }[] {
+function targetsOf(step: Json): { index: number; target: Json }[] {
   const targets = own(step, 'targets');
   if (!Array.isArray(targets)) return [];
   const found: { index: number; target: Json }[] = [];

@@ -80,7 +80,7 @@ export function fieldPath(base: string, data: unknown, instancePath: string): st
   return path;
 }
 
-export function isWithin(error: ErrorObject, union: ErrorObject): boolean {
+function isWithin(error: ErrorObject, union: ErrorObject): boolean {
   return (
     error !== union &&
     error.schemaPath.startsWith(`${union.schemaPath}/`) &&
@@ -89,7 +89,7 @@ export function isWithin(error: ErrorObject, union: ErrorObject): boolean {
 }
 
 /** How many fields a branch's errors are about (a bad URL fails both `format` and `pattern`: one field). */
-export function fieldsAtFault(errors: ErrorObject[]): number {
+function fieldsAtFault(errors: ErrorObject[]): number {
   const params = (error: ErrorObject) => error.params as Record<string, unknown>;
   return new Set(
     errors.map((error) =>
@@ -107,7 +107,7 @@ export function fieldsAtFault(errors: ErrorObject[]): number {
  * evidently meant (the only branch with the fewest fields at fault, among those that accept the value's type), or by the
  * union's own error when no branch stands out.
  */
-export function resolveUnions(errors: ErrorObject[]): ErrorObject[] {
+function resolveUnions(errors: ErrorObject[]): ErrorObject[] {
   let result = errors;
   const unions = errors
     .filter((error) => error.keyword === 'anyOf')
@@ -135,7 +135,7 @@ export function resolveUnions(errors: ErrorObject[]): ErrorObject[] {
   return result;
 }
 
-export interface SchemaLike {
+interface SchemaLike {
   type?: string;
   required?: string[];
   minimum?: number;
@@ -146,7 +146,7 @@ export interface SchemaLike {
 }
 
 /** `{tts}, {audioUrl}, null`: the shapes a union accepts. */
-export function unionShapes(schema: SchemaLike | undefined): string {
+function unionShapes(schema: SchemaLike | undefined): string {
   return (schema?.anyOf ?? [])
     .map((branch) =>
       branch.type === 'object'
@@ -158,7 +158,7 @@ export function unionShapes(schema: SchemaLike | undefined): string {
     .join(', ');
 }
 
-export function describeRule(at: string, error: ErrorObject): string {
+function describeRule(at: string, error: ErrorObject): string {
   const params = error.params as Record<string, unknown>;
   const parent = error.parentSchema as SchemaLike | undefined;
   switch (error.keyword) {
