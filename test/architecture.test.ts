@@ -1,6 +1,6 @@
 /**
- * The shape of the house (docs/architecture.md), checked on the sources: what each folder may import (eslint.config.js
- * says the same for the editor), no SQL in route files or reconcilers (each table's SQL lives in its module under
+ * The shape of the house (docs/architecture.md), checked on the sources: what each folder may import (static and
+ * dynamic imports, every folder), no SQL in route files or reconcilers (each table's SQL lives in its module under
  * core/), and no source file longer than 400 lines unless its header says why.
  */
 import { readdirSync, readFileSync } from 'node:fs';
