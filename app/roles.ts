@@ -51,7 +51,6 @@ export async function startRoles(
   const log = pino({ level: config.logLevel, serializers: { err: errorForLog } }, options.logStream ?? process.stdout);
   // In a cluster the custom resources are the cluster's; without one, a PostgreSQL table (docs/kubernetes.md).
   const cluster = roles.has('api') || roles.has('operator') ? clusterOf(config) : undefined;
-  const clusterStore = cluster === undefined ? undefined : new KubernetesResourceStore(cluster.config);
   // What the operator needs (in a cluster, what it gives its engine pods), checked before anything starts.
   const operatorNeeds = roles.has('operator') ? operatorSettings(config, cluster) : undefined;
   const database = await openDatabase(config, (message) => log.debug({ component: 'database' }, message));
@@ -64,26 +63,20 @@ export async function startRoles(
   });
   registerHealthRoutes(app, database.pool, registry);
 
-  const keys = roles.size > 0 ? await loadSigningKeys(database.pool, config.secret) : undefined;
-  const context: RoleContext | undefined =
-    keys === undefined
-      ? undefined
-      : {
-          config,
-          pool: database.pool,
-          databaseUrl: database.url,
-          http: app,
-          registry,
-          keys,
-          log,
-          ...(options.clock ? { clock: options.clock } : {}),
-          ...(cluster === undefined || clusterStore === undefined
-            ? {}
-            : { cluster: { ...cluster, store: clusterStore } }),
-        };
+  const context: RoleContext = {
+    config,
+    pool: database.pool,
+    databaseUrl: database.url,
+    http: app,
+    registry,
+    keys: await loadSigningKeys(database.pool, config.secret),
+    log,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(cluster === undefined ? {} : { cluster: { ...cluster, store: new KubernetesResourceStore(cluster.config) } }),
+  };
   const started: RunningRole[] = [];
   // The API's routes go on the server before it listens.
-  if (roles.has('api') && context !== undefined) {
+  if (roles.has('api')) {
     started.push(startApi(context, options.hangupWaitMs === undefined ? {} : { hangupWaitMs: options.hangupWaitMs }));
   }
 
@@ -108,12 +101,12 @@ export async function startRoles(
   let operator: RunningOperatorRole | undefined;
   try {
     // The engine (webhook deliveries and calls): under `all` and `engine`.
-    if (roles.has('engine') && context !== undefined) {
+    if (roles.has('engine')) {
       engine = await startEngine(context);
       started.push(engine);
     }
     // The operator (docs/kubernetes.md): under `all` and `operator`.
-    if (operatorNeeds !== undefined && context !== undefined) {
+    if (operatorNeeds !== undefined) {
       operator = await startOperatorRole(context, operatorNeeds);
       started.push(operator);
     }

@@ -10,7 +10,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import { tryAdvisoryLock } from '../core/database.ts';
-import type { ResourceStore } from '../core/resources/store.ts';
+import type { Resource, ResourceKind, ResourceStore } from '../core/resources/store.ts';
 import type { Log } from '../core/log.ts';
 import { Controller } from './controller.ts';
 import { engineReconciler, type EngineSettings } from './engines.ts';
@@ -121,31 +121,41 @@ function controllersFor(options: OperatorOptions, metrics: OperatorMetrics): Con
     events: options.events ?? new LoggedEvents(log),
     ...(options.relistMs ? { relistMs: options.relistMs } : {}),
   };
-  // A queue recorded may make plans valid that named it first (GitOps applies in no set order): look at those again.
-  const plansWaiting = () => {
+  /** Looks again at the resources of `kind` that `waiting` picks; a failed list is logged (the relist catches up). */
+  const enqueueWaiting = (
+    kind: ResourceKind,
+    controller: Controller,
+    waiting: (resource: Resource) => boolean,
+    what: string,
+  ) => {
     store
-      .list('RoutingPlan', namespace)
+      .list(kind, namespace)
       .then((listed) => {
-        for (const plan of listed.items) {
-          if (plan.metadata.deletionTimestamp === undefined && !isReady(plan)) plans.enqueue(plan.metadata.name);
-        }
+        for (const resource of listed.items) if (waiting(resource)) controller.enqueue(resource.metadata.name);
       })
-      .catch((error: unknown) => log.warn({ err: error }, 'could not list routing plans waiting for a queue'));
+      .catch((error: unknown) => log.warn({ err: error }, `could not list ${what}`));
   };
+  // A queue recorded may make plans valid that named it first (GitOps applies in no set order): look at those again.
+  const plansWaiting = () =>
+    enqueueWaiting(
+      'RoutingPlan',
+      plans,
+      (plan) => plan.metadata.deletionTimestamp === undefined && !isReady(plan),
+      'routing plans waiting for a queue',
+    );
   const queues = new Controller({
     ...common,
     kind: 'Queue',
     reconcile: queueReconciler(pool, store, options.clock, plansWaiting),
   });
   // A plan archived or changed may free queues whose deletion waits on plans: look at those again now.
-  const queuesWaiting = () => {
-    store
-      .list('Queue', namespace)
-      .then((listed) => {
-        for (const queue of listed.items) if (queue.metadata.deletionTimestamp) queues.enqueue(queue.metadata.name);
-      })
-      .catch((error: unknown) => log.warn({ err: error }, 'could not list queues waiting to be deleted'));
-  };
+  const queuesWaiting = () =>
+    enqueueWaiting(
+      'Queue',
+      queues,
+      (queue) => Boolean(queue.metadata.deletionTimestamp),
+      'queues waiting to be deleted',
+    );
   const plans = new Controller({
     ...common,
     kind: 'RoutingPlan',

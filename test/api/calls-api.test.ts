@@ -13,8 +13,15 @@ import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { callControlChannel } from '../../core/change-notices.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
-import { addLeg, type CallRow, changeState, endCall, type NewCall, startCall } from '../../core/calls/calls.ts';
-import { type Answer, startService, type TestService, workspaceWithUser, isError } from '../helpers/service.ts';
+import { addLeg, type CallRow, changeState, endCall, type NewCall } from '../../core/calls/calls.ts';
+import {
+  type Answer,
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  workspaceWithUser,
+} from '../helpers/service.ts';
 
 let service: TestService;
 
@@ -33,19 +40,7 @@ let calls = 0;
 /** A call of the setup's workspace, written as the engine writes one (on the file's service unless told). */
 async function newCall(setup: Setup, input: Partial<NewCall> = {}, on: TestService = service): Promise<CallRow> {
   calls += 1;
-  return startCall(on.pool, {
-    applicationId: setup.applicationId,
-    workspaceId: setup.workspace.id,
-    direction: 'inbound',
-    from: `+1415555${String(1000 + calls).slice(-4)}`,
-    to: '+14155550199',
-    phoneNumberId: null,
-    routingPlanId: null,
-    routingPlanVersion: null,
-    engineOwner: 'engine-test',
-    sipCallId: randomUUID(),
-    ...input,
-  });
+  return liveCall(on.pool, setup, { from: `+1415555${String(1000 + calls).slice(-4)}`, ...input });
 }
 
 /** The item the API answers for a call row, spelled out field by field. */

@@ -9,13 +9,20 @@
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { mintToken } from '../../api/tokens.ts';
-import { startCall } from '../../core/calls/calls.ts';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
 import { createMember } from '../../core/identity/members.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
-import { type Answer, isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  type Answer,
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  userToken as sessionToken,
+  workspaceWithUser,
+} from '../helpers/service.ts';
 
 let service: TestService;
 let keys: SigningKeys;
@@ -32,22 +39,8 @@ test.after.always(async () => {
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 
 /** A user token of the setup's workspace (the user is created first when it is not alice). */
-async function userToken(setup: Setup, externalUserId = 'alice', scopes: Scope[] = ['devices:*']) {
-  if (externalUserId !== 'alice') {
-    const created = await service.request('POST', '/api/v1/users', {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      body: { externalUserId, displayName: externalUserId },
-    });
-    if (created.status !== 201) throw new Error(`user: ${created.status} ${created.text}`);
-  }
-  const answer = await service.request('POST', '/api/v1/sessions', {
-    auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId, scopes },
-  });
-  if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
-  return answer.body.token as string;
-}
+const userToken = (setup: Setup, externalUserId = 'alice', scopes: Scope[] = ['devices:*']) =>
+  sessionToken(service, setup, scopes, externalUserId);
 
 /** A member of the setup's workspace and a member token of theirs. */
 async function memberToken(setup: Setup, scopes: Scope[] = ['devices:*']) {
@@ -89,20 +82,7 @@ async function databaseNow(): Promise<number> {
   return (result.rows[0] as { now: Date }).now.getTime();
 }
 
-async function aCall(setup: Setup) {
-  return startCall(service.pool, {
-    applicationId: setup.applicationId,
-    workspaceId: setup.workspace.id,
-    direction: 'inbound',
-    from: '+14155550100',
-    to: '+14155550199',
-    phoneNumberId: null,
-    routingPlanId: null,
-    routingPlanVersion: null,
-    engineOwner: 'engine-test',
-    sipCallId: randomUUID(),
-  });
-}
+const aCall = (setup: Setup) => liveCall(service.pool, setup);
 
 test('op 59: a user token registers its phone (201); the same clientId re-registers it (200, same id)', async (t) => {
   const setup = await workspaceWithUser(service);

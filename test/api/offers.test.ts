@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { type CallRow, endCall, startCall } from '../../core/calls/calls.ts';
+import { type CallRow, endCall } from '../../core/calls/calls.ts';
 import { ConfigError, loadConfig } from '../../core/config.ts';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import {
@@ -21,7 +21,15 @@ import {
   withdrawLapsedOffers,
   withdrawOffers,
 } from '../../core/devices/offers.ts';
-import { type Answer, isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  type Answer,
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  userToken as sessionToken,
+  workspaceWithUser,
+} from '../helpers/service.ts';
 
 const poolSize = 4;
 let service: TestService;
@@ -52,22 +60,8 @@ const sdpOffer = [
 const sdpAnswer = sdpOffer.replace('4611731400430051336', '8402283922311234567').replace('actpass', 'active');
 
 /** A user token of the setup's workspace with devices:* (the user is created first when it is not alice). */
-async function userToken(setup: Setup, externalUserId = 'alice') {
-  if (externalUserId !== 'alice') {
-    const created = await service.request('POST', '/api/v1/users', {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      body: { externalUserId, displayName: externalUserId },
-    });
-    if (created.status !== 201) throw new Error(`user: ${created.status} ${created.text}`);
-  }
-  const answer = await service.request('POST', '/api/v1/sessions', {
-    auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId, scopes: ['devices:*'] },
-  });
-  if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
-  return answer.body.token as string;
-}
+const userToken = (setup: Setup, externalUserId = 'alice') =>
+  sessionToken(service, setup, ['devices:*'], externalUserId);
 
 /** A browser device of the token's person, its presence lease live (registration starts it). */
 async function device(token: string, kind = 'browser'): Promise<string> {
@@ -81,18 +75,7 @@ let calls = 0;
 /** A live call of the setup's workspace, written as the engine writes one. */
 function newCall(setup: Setup): Promise<CallRow> {
   calls += 1;
-  return startCall(service.pool, {
-    applicationId: setup.applicationId,
-    workspaceId: setup.workspace.id,
-    direction: 'inbound',
-    from: `+1415555${String(1000 + calls).slice(-4)}`,
-    to: '+14155550199',
-    phoneNumberId: null,
-    routingPlanId: null,
-    routingPlanVersion: null,
-    engineOwner: 'engine-test',
-    sipCallId: randomUUID(),
-  });
+  return liveCall(service.pool, setup, { from: `+1415555${String(1000 + calls).slice(-4)}` });
 }
 
 /** Offers the call to the devices, as the ring step does. */
@@ -474,18 +457,7 @@ test.serial(
     const registered = await withIce.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'browser' } });
     t.is(registered.status, 201, registered.text);
     const phone = registered.body.id as string;
-    const call = await startCall(withIce.pool, {
-      applicationId: setup.applicationId,
-      workspaceId: setup.workspace.id,
-      direction: 'inbound',
-      from: '+14155550100',
-      to: '+14155550199',
-      phoneNumberId: null,
-      routingPlanId: null,
-      routingPlanVersion: null,
-      engineOwner: 'engine-test',
-      sipCallId: randomUUID(),
-    });
+    const call = await liveCall(withIce.pool, setup);
     const made = await makeOffers(withIce.pool, {
       callId: call.id,
       workspaceId: setup.workspace.id,

@@ -9,16 +9,22 @@
  *
  * The tests run one at a time: they count the service's waiting long-polls (its metrics) to know the pages wait.
  */
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
-import { type CallRow, startCall } from '../../core/calls/calls.ts';
+import type { CallRow } from '../../core/calls/calls.ts';
 import { callOffers, makeOffers } from '../../core/devices/offers.ts';
 import { WebRtcEndpoint, type WebRtcState } from '../../engine/media/webrtc.ts';
-import { isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  userToken as sessionToken,
+  workspaceWithUser,
+} from '../helpers/service.ts';
 import { sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
 
 // This worker makes RTCAudioSources (the engine's endpoints): end it as `process.exit` would, or the binding's N-API
@@ -80,14 +86,7 @@ test.after.always(async () => {
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 
-async function userToken(setup: Setup): Promise<string> {
-  const answer = await service.request('POST', '/api/v1/sessions', {
-    auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
-  });
-  if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
-  return answer.body.token as string;
-}
+const userToken = (setup: Setup) => sessionToken(service, setup);
 
 /** Resolves once at least `count` long-polls wait in the service (its switchboard_offer_long_polls gauge). */
 async function pollsWaiting(count: number): Promise<void> {
@@ -100,18 +99,7 @@ async function pollsWaiting(count: number): Promise<void> {
 
 /** A live call of the setup's workspace, written as the engine writes one. */
 function newCall(setup: Setup): Promise<CallRow> {
-  return startCall(service.pool, {
-    applicationId: setup.applicationId,
-    workspaceId: setup.workspace.id,
-    direction: 'inbound',
-    from: '+14155551234',
-    to: '+14155550199',
-    phoneNumberId: null,
-    routingPlanId: null,
-    routingPlanVersion: null,
-    engineOwner: 'engine-test',
-    sipCallId: randomUUID(),
-  });
+  return liveCall(service.pool, setup, { from: '+14155551234' });
 }
 
 /** The call's accepted offer's SDP answer, once a device accepted (read every 20 ms). */

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
+import { type CallRow, type NewCall, startCall } from '../../core/calls/calls.ts';
 import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
@@ -149,6 +150,52 @@ export async function workspaceWithUser(service: TestService, applicationId?: st
   });
   if (user.status !== 201) throw new Error(`user: ${user.status} ${user.text}`);
   return { ...app, workspace: workspace.body, user: user.body };
+}
+
+/** What `workspaceWithUser` makes: an application, its workspace and the user alice. */
+export type WorkspaceSetup = Awaited<ReturnType<typeof workspaceWithUser>>;
+
+/**
+ * A user token of the setup's workspace (operation 1) with these scopes; the user is created first when it is not
+ * alice. Throws on any other answer than 201: a setup step, not what the test checks.
+ */
+export async function userToken(
+  service: TestService,
+  setup: WorkspaceSetup,
+  scopes: readonly Scope[] = ['devices:*'],
+  externalUserId = 'alice',
+): Promise<string> {
+  if (externalUserId !== 'alice') {
+    const created = await service.request('POST', '/api/v1/users', {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      body: { externalUserId, displayName: externalUserId },
+    });
+    if (created.status !== 201) throw new Error(`user: ${created.status} ${created.text}`);
+  }
+  const answer = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId, scopes },
+  });
+  if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
+  return answer.body.token as string;
+}
+
+/** An inbound call of the setup's workspace, written as the engine writes one (core/calls/calls.ts), at `initiated`. */
+export function liveCall(pool: pg.Pool, setup: WorkspaceSetup, input: Partial<NewCall> = {}): Promise<CallRow> {
+  return startCall(pool, {
+    applicationId: setup.applicationId,
+    workspaceId: setup.workspace.id,
+    direction: 'inbound',
+    from: '+14155550100',
+    to: '+14155550199',
+    phoneNumberId: null,
+    routingPlanId: null,
+    routingPlanVersion: null,
+    engineOwner: 'engine-test',
+    sipCallId: randomUUID(),
+    ...input,
+  });
 }
 
 /** An answer in the error envelope with this status and code (and a message). */
