@@ -190,9 +190,7 @@ export async function bridgeDialled(
     });
     unbridge();
     const stats = leg.media.stats;
-    metrics.rtpPackets.inc({ direction: 'in' }, stats.packetsIn);
-    metrics.rtpPackets.inc({ direction: 'out' }, stats.packetsOut);
-    metrics.rtpLost.inc(stats.lost);
+    metrics.countRtp(stats);
     leg.media.close();
     await setLegState(pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
   } finally {
