@@ -19,8 +19,9 @@ import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/de
 import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
 import { bridge } from '../media/bridge.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
-import { offer as offerSdp, parseSdp, remoteFromAnswer } from '../media/sdp.ts';
+import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
+import { cancelInvite, makeInvite } from './invite.ts';
 import { SipDeviceLeg } from './legs/sip-device.ts';
 import type { RingOutcome } from './control.ts';
 import type { RoundContext } from './ringing.ts';
@@ -89,16 +90,9 @@ export async function ringSipDevices(
   const settle = (answer: SipAnswer | undefined) => {
     if (decided) return;
     decided = true;
-    for (const invite of ringing) cancel(invite);
+    for (const invite of ringing) cancelInvite(invite);
     ringing.clear();
     resolveAnswer(answer);
-  };
-  const cancel = (invite: OutgoingInviteRequest) => {
-    try {
-      invite.cancel();
-    } catch {
-      // Already final.
-    }
   };
   const oneDone = () => {
     pending -= 1;
@@ -117,21 +111,7 @@ export async function ringSipDevices(
       log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP device cannot be rung: no media port free');
       continue;
     }
-    const protocol = binding.source.protocol;
-    const core = services.sip.core(protocol);
-    const message = core.makeOutgoingRequestMessage(
-      'INVITE',
-      ruri,
-      fromUri,
-      to,
-      {},
-      [`Contact: <sip:${engineUser}@${host}:${services.sip.port};transport=${protocol}>`],
-      {
-        contentDisposition: 'session',
-        contentType: 'application/sdp',
-        content: offerSdp({ address: services.rtpAdvertisedHost, port: media.localPort }),
-      },
-    );
+    const { core, message } = makeInvite(services, binding.source.protocol, { target: ruri, from: fromUri, to }, media);
     const unpin = services.sip.pinFlow(message.callId, binding.source);
     const lingerThenUnpin = () => setTimeout(unpin, flowLingerMs).unref();
     const lost = (session?: Session) => {
@@ -187,7 +167,7 @@ export async function ringSipDevices(
       onRedirect: refused,
       onReject: refused,
     });
-    if (decided) cancel(invite);
+    if (decided) cancelInvite(invite);
     else ringing.add(invite);
   }
   if (pending === 0) settle(undefined);
