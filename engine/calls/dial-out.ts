@@ -11,6 +11,7 @@ import { bridge } from '../media/bridge.ts';
 import { MediaEndpoint as Media, type MediaEndpoint } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { cancelInvite, makeInvite } from './invite.ts';
+import { farEndHungUp } from './leg.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
 
@@ -159,18 +160,9 @@ export async function bridgeDialled(
   try {
     await changeState(pool, call.callId, 'connected', { connectedLeg: { id: leg.id, ...connectedLeg } });
     const unbridge = bridge(call.caller, leg.media);
-    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call).
-    await new Promise<void>((resolve) => {
-      leg.onHangup(resolve);
-      const onGone = () => {
-        // Goes at once (the far end has acknowledged its answer); a far end that hung up at the same time is no
-        // error.
-        void leg.bye();
-        resolve();
-      };
-      if (call.gone.aborted) onGone();
-      else call.gone.addEventListener('abort', onGone, { once: true });
-    });
+    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call). Our BYE goes at
+    // once (the far end has acknowledged its answer); a far end that hung up at the same time is no error.
+    if (!(await farEndHungUp(leg, call.gone))) void leg.bye();
     unbridge();
     const stats = leg.media.stats;
     metrics.countRtp(stats);

@@ -22,6 +22,7 @@ import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
 import { cancelInvite, makeInvite } from './invite.ts';
+import { farEndHungUp } from './leg.ts';
 import { SipDeviceLeg } from './legs/sip-device.ts';
 import type { RingOutcome } from './control.ts';
 import type { RoundContext } from './ringing.ts';
@@ -194,7 +195,8 @@ export async function connectSipDevice(
       sipCallId: answer.sipCallId,
     });
     leg = answer.leg(legId);
-    const hungUp = new Promise<void>((resolve) => leg?.onHangup(resolve));
+    // Listening from now: the phone may hang up while the call is recorded connected.
+    const farEnd = farEndHungUp(leg, round.gone);
     await setLegState(pool, legId, 'answered');
     await changeState(pool, round.callId, 'connected', {
       connectedLeg: {
@@ -205,17 +207,9 @@ export async function connectSipDevice(
       },
     });
     const unbridge = bridge(round.caller, leg.media);
-    let farEnd = false;
-    await new Promise<void>((resolve) => {
-      void hungUp.then(() => {
-        farEnd = true;
-        resolve();
-      });
-      if (round.gone.aborted) resolve();
-      round.gone.addEventListener('abort', () => resolve(), { once: true });
-    });
+    const hungUp = await farEnd;
     unbridge();
-    if (!farEnd) await leg.bye();
+    if (!hungUp) await leg.bye();
     const stats = leg.media.stats;
     await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
     return 'answered';

@@ -24,6 +24,7 @@ import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
+import { farEndHungUp } from './leg.ts';
 import { BrowserLeg } from './legs/browser.ts';
 import { connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
 import type { CallServices } from './services.ts';
@@ -321,12 +322,8 @@ async function connect(
       },
     });
     const unbridge = bridge(round.caller, endpoint);
-    await new Promise<void>((resolve) => {
-      leg.onHangup(resolve);
-      if (leg.ended) resolve();
-      if (round.gone.aborted) resolve();
-      round.gone.addEventListener('abort', () => resolve(), { once: true });
-    });
+    // A browser that went away while connecting has ended already: its hangup was heard before anyone listened.
+    if (!leg.ended) await farEndHungUp(leg, round.gone);
     unbridge();
     await leg.bye();
     const stats = endpoint.stats;
