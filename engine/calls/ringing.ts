@@ -220,7 +220,7 @@ export async function ringRound(
           ? await acceptedOffer(pool, round)
           : undefined;
     if (answer !== undefined && 'cell' in answer) {
-      closeAll(undefined);
+      closeAll();
       sipAnswer?.hangup();
       // A device that accepted as the cell answered lost: it is free again.
       if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
@@ -235,16 +235,17 @@ export async function ringRound(
       });
       return 'answered';
     }
-    if (accepted !== undefined) sipAnswer?.hangup();
-    else if (sipAnswer !== undefined) {
-      closeAll(undefined);
+    if (accepted === undefined) {
+      // No browser accepted: a phone that answered has the call.
+      if (sipAnswer === undefined) return 'unanswered';
+      closeAll();
       if (round.gone.aborted) {
         sipAnswer.hangup();
         return 'unanswered';
       }
       return await connectSipDevice(services, round, sipAnswer);
     }
-    if (accepted === undefined) return 'unanswered';
+    sipAnswer?.hangup();
     closeAll(accepted.device_id);
     if (round.gone.aborted) {
       endpoints.get(accepted.device_id)?.close();
@@ -257,7 +258,7 @@ export async function ringRound(
     wake = () => {};
     stopCells.abort();
     round.gone.removeEventListener('abort', onGoneCells);
-    closeAll(undefined);
+    closeAll();
   }
 }
 
