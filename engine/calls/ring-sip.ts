@@ -23,13 +23,10 @@ import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
 import { cancelInvite, makeInvite } from './invite.ts';
 import { farEndHungUp } from './leg.ts';
-import { SipDeviceLeg } from './legs/sip-device.ts';
+import { SipDeviceLeg, unpinLater } from './legs/sip-device.ts';
 import type { RingOutcome } from './control.ts';
 import type { RoundContext } from './ringing.ts';
 import type { CallServices } from './services.ts';
-
-/** How long the flow of an INVITE that did not win stays pinned: a CANCEL's or BYE's transaction lifetime. */
-const flowLingerMs = 32_000;
 
 /** One binding of a device to ring. */
 export interface SipRingTarget {
@@ -114,7 +111,7 @@ export async function ringSipDevices(
     }
     const { core, message } = makeInvite(services, binding.source.protocol, { target: ruri, from: fromUri, to }, media);
     const unpin = services.sip.pinFlow(message.callId, binding.source);
-    const lingerThenUnpin = () => setTimeout(unpin, flowLingerMs).unref();
+    const lingerThenUnpin = () => unpinLater(unpin);
     const lost = (session?: Session) => {
       try {
         session?.bye();
