@@ -132,7 +132,7 @@ export async function startCallEngine(options: {
   const commandsPending = () => {
     checking ??= pendingCallCommands(pool, owner)
       .then(async (commands) => {
-        for (const command of commands) await dispatchCallCommand(active, command);
+        for (const command of commands) await dispatch(command);
       })
       .catch((error: unknown) => log.warn({ err: error }, 'call commands could not be read'))
       .finally(() => {

@@ -84,6 +84,13 @@ async function announceOffer(db: Queryable, row: Changed): Promise<OfferNotice> 
   return notice;
 }
 
+/** Announces each changed offer, in order. The notices sent. */
+async function announceOffers(db: Queryable, rows: readonly Changed[]): Promise<OfferNotice[]> {
+  const notices: OfferNotice[] = [];
+  for (const row of rows) notices.push(await announceOffer(db, row));
+  return notices;
+}
+
 /** An announcement's payload as a notice; undefined for anything else. */
 export function parseOfferNotice(payload: string): OfferNotice | undefined {
   let value: unknown;
@@ -215,9 +222,7 @@ export async function withdrawOffers(pool: pg.Pool, callId: string, ringSeq?: nu
         RETURNING id, device_id, call_id, state`,
       [callId, ringSeq ?? null],
     );
-    const notices: OfferNotice[] = [];
-    for (const row of withdrawn.rows) notices.push(await announceOffer(db, row));
-    return notices;
+    return announceOffers(db, withdrawn.rows);
   });
 }
 
@@ -240,9 +245,7 @@ async function sweep(pool: pg.Pool, condition: string, state: OfferState): Promi
         RETURNING o.id, o.device_id, o.call_id, o.state`,
       [callIds, state],
     );
-    const notices: OfferNotice[] = [];
-    for (const row of changed.rows) notices.push(await announceOffer(db, row));
-    return notices;
+    return announceOffers(db, changed.rows);
   });
 }
 

@@ -8,7 +8,6 @@
 import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
 import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, RingOutcome } from './control.ts';
 import { bridgeDialled, dialOut } from './dial-out.ts';
 import type { Leg } from './leg.ts';
@@ -219,14 +218,6 @@ export class Call implements CallControl {
     for (const listener of this.offerListeners) listener();
   }
 
-  /** Adds an endpoint's packet counts to the metrics (once, as it closes). */
-  private countMedia(endpoint: MediaEndpoint): void {
-    const metrics = this.services.metrics;
-    metrics.rtpPackets.inc({ direction: 'in' }, endpoint.stats.packetsIn);
-    metrics.rtpPackets.inc({ direction: 'out' }, endpoint.stats.packetsOut);
-    metrics.rtpLost.inc(endpoint.stats.lost);
-  }
-
   async enter(state: 'voicemail' | 'routing'): Promise<void> {
     if (this.ended) return;
     await changeState(this.services.pool, this.row.id, state);
@@ -251,10 +242,10 @@ export class Call implements CallControl {
     this.ended = true;
     this.gone.abort();
     const media = this.caller.media;
-    this.countMedia(media);
+    const stats = media.stats;
+    this.services.metrics.countRtp(stats);
     media.close();
     this.onEnd(this);
-    const stats = media.stats;
     // A failure to record the answer is the run's to report; the end is recorded either way.
     await this.answerRecorded.catch(() => {});
     await setLegState(this.services.pool, this.caller.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });

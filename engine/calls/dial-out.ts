@@ -9,8 +9,9 @@ import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/
 import { openSecret } from '../../core/sealing.ts';
 import { bridge } from '../media/bridge.ts';
 import { MediaEndpoint as Media, type MediaEndpoint } from '../media/rtp.ts';
-import { offer as offerSdp, parseSdp, remoteFromAnswer } from '../media/sdp.ts';
-import { engineUser } from '../sip/user-agent.ts';
+import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
+import { cancelInvite, makeInvite } from './invite.ts';
+import { farEndHungUp } from './leg.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
 
@@ -55,7 +56,6 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     request.unavailable(`${what}: carrier "${request.carrierName}" has no address to dial out to`);
     return undefined;
   }
-  const core = services.sip.core(carrier.transport);
   const host = services.sip.host;
   const target = Grammar.URIParse(`sip:${to}@${carrier.address}:${carrier.port};transport=${carrier.transport}`);
   const from = Grammar.URIParse(`sip:${request.from}@${host}:${services.sip.port}`);
@@ -69,19 +69,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     return undefined;
   }
   if (role === 'forward') await changeState(services.pool, request.callId, 'offering');
-  const message = core.makeOutgoingRequestMessage(
-    'INVITE',
-    target,
-    from,
-    target,
-    {},
-    [`Contact: <sip:${engineUser}@${host}:${services.sip.port};transport=${carrier.transport}>`],
-    {
-      contentDisposition: 'session',
-      contentType: 'application/sdp',
-      content: offerSdp({ address: services.rtpAdvertisedHost, port: media.localPort }),
-    },
-  );
+  const { core, message } = makeInvite(services, carrier.transport, { target, from, to: target }, media);
   // A carrier with an account challenges our INVITE (401 or 407); sip.js answers once with the account.
   let stopSigning = () => {};
   if (carrier.username !== null && carrier.password !== null) {
@@ -116,11 +104,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
       // Set once the INVITE is handed to the core; giving up before that has nothing to cancel.
       const pending: { invite?: OutgoingInviteRequest } = {};
       const giveUp = () => {
-        try {
-          pending.invite?.cancel();
-        } catch {
-          // Already final.
-        }
+        cancelInvite(pending.invite);
         settle(undefined);
       };
       const timer = setTimeout(giveUp, request.timeoutMs);
@@ -176,23 +160,12 @@ export async function bridgeDialled(
   try {
     await changeState(pool, call.callId, 'connected', { connectedLeg: { id: leg.id, ...connectedLeg } });
     const unbridge = bridge(call.caller, leg.media);
-    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call).
-    await new Promise<void>((resolve) => {
-      leg.onHangup(resolve);
-      const onGone = () => {
-        // Goes at once (the far end has acknowledged its answer); a far end that hung up at the same time is no
-        // error.
-        void leg.bye();
-        resolve();
-      };
-      if (call.gone.aborted) onGone();
-      else call.gone.addEventListener('abort', onGone, { once: true });
-    });
+    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call). Our BYE goes at
+    // once (the far end has acknowledged its answer); a far end that hung up at the same time is no error.
+    if (!(await farEndHungUp(leg, call.gone))) void leg.bye();
     unbridge();
     const stats = leg.media.stats;
-    metrics.rtpPackets.inc({ direction: 'in' }, stats.packetsIn);
-    metrics.rtpPackets.inc({ direction: 'out' }, stats.packetsOut);
-    metrics.rtpLost.inc(stats.lost);
+    metrics.countRtp(stats);
     leg.media.close();
     await setLegState(pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
   } finally {

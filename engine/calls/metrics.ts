@@ -4,6 +4,7 @@
  * that could not be played.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { MediaStats } from '../media/rtp.ts';
 
 export class CallMetrics {
   readonly active: Gauge;
@@ -13,8 +14,8 @@ export class CallMetrics {
   readonly sipMalformed: Counter<'reason'>;
   /** Where the transactions gauge reads its value (the SIP endpoint, once it runs). */
   private openTransactions: () => number = () => 0;
-  readonly rtpPackets: Counter<'direction'>;
-  readonly rtpLost: Counter;
+  private readonly rtpPackets: Counter<'direction'>;
+  private readonly rtpLost: Counter;
   readonly stepsUnavailable: Counter;
   readonly promptFailures: Counter;
 
@@ -77,5 +78,12 @@ export class CallMetrics {
 
   ended(reason: string): void {
     this.endedByReason.inc({ reason });
+  }
+
+  /** Adds an RTP endpoint's packet counts (once, as it closes). */
+  countRtp(stats: Pick<MediaStats, 'packetsIn' | 'packetsOut' | 'lost'>): void {
+    this.rtpPackets.inc({ direction: 'in' }, stats.packetsIn);
+    this.rtpPackets.inc({ direction: 'out' }, stats.packetsOut);
+    this.rtpLost.inc(stats.lost);
   }
 }

@@ -19,15 +19,14 @@ import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/de
 import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
 import { bridge } from '../media/bridge.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
-import { offer as offerSdp, parseSdp, remoteFromAnswer } from '../media/sdp.ts';
+import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
-import { SipDeviceLeg } from './legs/sip-device.ts';
+import { cancelInvite, makeInvite } from './invite.ts';
+import { farEndHungUp } from './leg.ts';
+import { SipDeviceLeg, unpinLater } from './legs/sip-device.ts';
 import type { RingOutcome } from './control.ts';
 import type { RoundContext } from './ringing.ts';
 import type { CallServices } from './services.ts';
-
-/** How long the flow of an INVITE that did not win stays pinned: a CANCEL's or BYE's transaction lifetime. */
-const flowLingerMs = 32_000;
 
 /** One binding of a device to ring. */
 export interface SipRingTarget {
@@ -89,16 +88,9 @@ export async function ringSipDevices(
   const settle = (answer: SipAnswer | undefined) => {
     if (decided) return;
     decided = true;
-    for (const invite of ringing) cancel(invite);
+    for (const invite of ringing) cancelInvite(invite);
     ringing.clear();
     resolveAnswer(answer);
-  };
-  const cancel = (invite: OutgoingInviteRequest) => {
-    try {
-      invite.cancel();
-    } catch {
-      // Already final.
-    }
   };
   const oneDone = () => {
     pending -= 1;
@@ -117,23 +109,9 @@ export async function ringSipDevices(
       log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP device cannot be rung: no media port free');
       continue;
     }
-    const protocol = binding.source.protocol;
-    const core = services.sip.core(protocol);
-    const message = core.makeOutgoingRequestMessage(
-      'INVITE',
-      ruri,
-      fromUri,
-      to,
-      {},
-      [`Contact: <sip:${engineUser}@${host}:${services.sip.port};transport=${protocol}>`],
-      {
-        contentDisposition: 'session',
-        contentType: 'application/sdp',
-        content: offerSdp({ address: services.rtpAdvertisedHost, port: media.localPort }),
-      },
-    );
+    const { core, message } = makeInvite(services, binding.source.protocol, { target: ruri, from: fromUri, to }, media);
     const unpin = services.sip.pinFlow(message.callId, binding.source);
-    const lingerThenUnpin = () => setTimeout(unpin, flowLingerMs).unref();
+    const lingerThenUnpin = () => unpinLater(unpin);
     const lost = (session?: Session) => {
       try {
         session?.bye();
@@ -187,7 +165,7 @@ export async function ringSipDevices(
       onRedirect: refused,
       onReject: refused,
     });
-    if (decided) cancel(invite);
+    if (decided) cancelInvite(invite);
     else ringing.add(invite);
   }
   if (pending === 0) settle(undefined);
@@ -214,7 +192,8 @@ export async function connectSipDevice(
       sipCallId: answer.sipCallId,
     });
     leg = answer.leg(legId);
-    const hungUp = new Promise<void>((resolve) => leg?.onHangup(resolve));
+    // Listening from now: the phone may hang up while the call is recorded connected.
+    const farEnd = farEndHungUp(leg, round.gone);
     await setLegState(pool, legId, 'answered');
     await changeState(pool, round.callId, 'connected', {
       connectedLeg: {
@@ -225,17 +204,9 @@ export async function connectSipDevice(
       },
     });
     const unbridge = bridge(round.caller, leg.media);
-    let farEnd = false;
-    await new Promise<void>((resolve) => {
-      void hungUp.then(() => {
-        farEnd = true;
-        resolve();
-      });
-      if (round.gone.aborted) resolve();
-      round.gone.addEventListener('abort', () => resolve(), { once: true });
-    });
+    const hungUp = await farEnd;
     unbridge();
-    if (!farEnd) await leg.bye();
+    if (!hungUp) await leg.bye();
     const stats = leg.media.stats;
     await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
     return 'answered';

@@ -24,6 +24,7 @@ import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
+import { farEndHungUp } from './leg.ts';
 import { BrowserLeg } from './legs/browser.ts';
 import { connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
 import type { CallServices } from './services.ts';
@@ -219,7 +220,7 @@ export async function ringRound(
           ? await acceptedOffer(pool, round)
           : undefined;
     if (answer !== undefined && 'cell' in answer) {
-      closeAll(undefined);
+      closeAll();
       sipAnswer?.hangup();
       // A device that accepted as the cell answered lost: it is free again.
       if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
@@ -234,16 +235,17 @@ export async function ringRound(
       });
       return 'answered';
     }
-    if (accepted !== undefined) sipAnswer?.hangup();
-    else if (sipAnswer !== undefined) {
-      closeAll(undefined);
+    if (accepted === undefined) {
+      // No browser accepted: a phone that answered has the call.
+      if (sipAnswer === undefined) return 'unanswered';
+      closeAll();
       if (round.gone.aborted) {
         sipAnswer.hangup();
         return 'unanswered';
       }
       return await connectSipDevice(services, round, sipAnswer);
     }
-    if (accepted === undefined) return 'unanswered';
+    sipAnswer?.hangup();
     closeAll(accepted.device_id);
     if (round.gone.aborted) {
       endpoints.get(accepted.device_id)?.close();
@@ -256,7 +258,7 @@ export async function ringRound(
     wake = () => {};
     stopCells.abort();
     round.gone.removeEventListener('abort', onGoneCells);
-    closeAll(undefined);
+    closeAll();
   }
 }
 
@@ -321,12 +323,8 @@ async function connect(
       },
     });
     const unbridge = bridge(round.caller, endpoint);
-    await new Promise<void>((resolve) => {
-      leg.onHangup(resolve);
-      if (leg.ended) resolve();
-      if (round.gone.aborted) resolve();
-      round.gone.addEventListener('abort', () => resolve(), { once: true });
-    });
+    // A browser that went away while connecting has ended already: its hangup was heard before anyone listened.
+    if (!leg.ended) await farEndHungUp(leg, round.gone);
     unbridge();
     await leg.bye();
     const stats = endpoint.stats;

@@ -36,6 +36,7 @@ import {
   eventPackets,
   parseTelephoneEvent,
 } from './dtmf.ts';
+import { emit, errorReporter } from './listeners.ts';
 import { buildRtp, isRtcp, parseRtp } from './packet.ts';
 import { frameAt, frameCount, frameMs, frameSamples, pace, wait } from './player.ts';
 import type { PortPool } from './ports.ts';
@@ -118,7 +119,7 @@ export class MediaEndpoint {
   private remote: RemoteMedia | null = null;
   private latched: Address | null = null;
   private readonly latchEnabled: boolean;
-  private readonly onError: (error: unknown) => void;
+  private readonly report: (error: unknown) => void;
   private readonly audioListeners = new Set<(frame: Int16Array) => void>();
   private readonly dtmfListeners = new Set<(digit: string) => void>();
   private readonly detector = new DtmfDetector();
@@ -144,7 +145,7 @@ export class MediaEndpoint {
   ) {
     this.localPort = socket.address().port;
     this.latchEnabled = options.latch ?? true;
-    this.onError = options.onError ?? ((error) => process.emitWarning(error instanceof Error ? error : String(error)));
+    this.report = errorReporter(options.onError);
     const random = randomBytes(10);
     this.ssrc = random.readUInt32BE(0);
     this.sequence = random.readUInt16BE(4);
@@ -352,7 +353,7 @@ export class MediaEndpoint {
         }
         this.counts.packetsIn += 1;
         const digit = this.detector.packet(packet.ssrc, packet.timestamp, event);
-        if (digit !== undefined) this.emit(this.dtmfListeners, digit);
+        if (digit !== undefined) emit(this.dtmfListeners, digit, this.report);
         return;
       }
       const codec =
@@ -366,29 +367,11 @@ export class MediaEndpoint {
         return;
       }
       this.counts.packetsIn += 1;
-      this.emit(this.audioListeners, decode(codec, packet.payload));
+      emit(this.audioListeners, decode(codec, packet.payload), this.report);
     } catch (error) {
       // Not expected (the parsers do not throw), but a datagram must never take the process down.
       this.counts.malformed += 1;
       this.report(error);
-    }
-  }
-
-  private emit<T>(listeners: Set<(value: T) => void>, value: T): void {
-    for (const listener of [...listeners]) {
-      try {
-        listener(value);
-      } catch (error) {
-        this.report(error);
-      }
-    }
-  }
-
-  private report(error: unknown): void {
-    try {
-      this.onError(error);
-    } catch {
-      // An error handler that throws has nowhere else to go.
     }
   }
 }

@@ -23,6 +23,7 @@
  */
 import wrtc from '@roamhq/wrtc';
 import sdpTransform from 'sdp-transform';
+import { emit, errorReporter } from './listeners.ts';
 import { Reframer } from './reframe.ts';
 import { StreamResampler } from './stream-resample.ts';
 
@@ -81,7 +82,7 @@ export class WebRtcEndpoint {
   private readonly source: AudioSource;
   private readonly track: Track;
   private sink: AudioSink | null = null;
-  private readonly onError: (error: unknown) => void;
+  private readonly report: (error: unknown) => void;
   private readonly gatherTimeoutMs: number;
   private readonly audioListeners = new Set<(frame: Int16Array) => void>();
   private readonly stateListeners = new Set<(state: WebRtcState) => void>();
@@ -96,7 +97,7 @@ export class WebRtcEndpoint {
   private readonly counts: WebRtcStats = { framesIn: 0, framesOut: 0 };
 
   constructor(options: WebRtcEndpointOptions = {}) {
-    this.onError = options.onError ?? ((error) => process.emitWarning(error instanceof Error ? error : String(error)));
+    this.report = errorReporter(options.onError);
     this.gatherTimeoutMs = options.gatherTimeoutMs ?? 5000;
     this.pc = new wrtc.RTCPeerConnection({ iceServers: options.iceServers ?? [] });
     this.source = new wrtc.nonstandard.RTCAudioSource();
@@ -110,7 +111,7 @@ export class WebRtcEndpoint {
       });
       transceiver.setCodecPreferences(kept);
       this.pc.addEventListener('track', (event) => this.attachSink(event.track));
-      this.pc.addEventListener('connectionstatechange', () => this.emit(this.stateListeners, this.state));
+      this.pc.addEventListener('connectionstatechange', () => emit(this.stateListeners, this.state, this.report));
     } catch (error) {
       this.close();
       throw error;
@@ -221,7 +222,7 @@ export class WebRtcEndpoint {
       }
     }
     this.sink = null;
-    this.emit(this.stateListeners, 'closed');
+    emit(this.stateListeners, 'closed', this.report);
     this.stateListeners.clear();
   }
 
@@ -266,25 +267,7 @@ export class WebRtcEndpoint {
     }
     for (const frame of this.inFrames.push(this.inResampler.push(mono))) {
       this.counts.framesIn += 1;
-      this.emit(this.audioListeners, frame);
-    }
-  }
-
-  private emit<T>(listeners: Set<(value: T) => void>, value: T): void {
-    for (const listener of [...listeners]) {
-      try {
-        listener(value);
-      } catch (error) {
-        this.report(error);
-      }
-    }
-  }
-
-  private report(error: unknown): void {
-    try {
-      this.onError(error);
-    } catch {
-      // An error handler that throws has nowhere else to go.
+      emit(this.audioListeners, frame, this.report);
     }
   }
 }

@@ -8,8 +8,16 @@ import type { Session } from 'sip.js/lib/core/index.js';
 import type { MediaEndpoint } from '../../media/rtp.ts';
 import { CarrierLeg } from './carrier.ts';
 
-/** How long the flow stays pinned after the leg ends: a non-INVITE transaction's lifetime (64 × T1). */
+/**
+ * How long a flow stays pinned once its dialog or INVITE is done with: a CANCEL's or BYE's transaction lifetime
+ * (64 × T1). Used for the leg here and for the INVITEs that did not win (ring-sip.ts).
+ */
 const flowLingerMs = 32_000;
+
+/** Unpins a flow once `flowLingerMs` are over. */
+export function unpinLater(unpin: () => void): void {
+  setTimeout(unpin, flowLingerMs).unref();
+}
 
 export class SipDeviceLeg extends CarrierLeg {
   private released = false;
@@ -30,6 +38,6 @@ export class SipDeviceLeg extends CarrierLeg {
     if (this.released) return;
     this.released = true;
     this.media.close();
-    setTimeout(this.unpinFlow, flowLingerMs).unref();
+    unpinLater(this.unpinFlow);
   }
 }
