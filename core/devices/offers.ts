@@ -161,7 +161,7 @@ export interface MadeOffers {
 
 /**
  * Offers a live call to the given devices of its workspace that have a live presence lease and are not on a call
- * (a `sip` device has no lease: its registration binding will count once the registrar is built). One transaction:
+ * (a `sip` device has no lease and is never offered: the ring step calls it by INVITE, engine/calls/ring-sip.ts). One transaction:
  * the call row locked, the devices shared-locked, the offers written and announced.
  */
 export async function makeOffers(pool: pg.Pool, input: NewOffers): Promise<MadeOffers> {
