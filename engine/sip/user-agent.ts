@@ -136,8 +136,9 @@ export class SipEndpoint {
         options.onMessage?.('in', countedMethods.has(message.method) ? message.method : 'other');
         const core = protocol === 'udp' ? this.udpCore : this.tcpCore;
         try {
-          // sip.js's core throws on a PRACK outside a dialog, for which it has no answer: 481, no such dialog.
-          if (message.method === 'PRACK' && message.toTag === undefined) {
+          // sip.js's core throws on a PRACK outside a dialog, for which it has no answer: 481, no such dialog. Outside
+          // a dialog is what the core takes it to be: no To tag, or one without a value (`;tag`, read as null).
+          if (message.method === 'PRACK' && !message.toTag) {
             core?.replyStateless(message, { statusCode: 481 });
             return;
           }

@@ -450,6 +450,17 @@ test('a PRACK outside any dialog gets 481 (sip.js core has no answer for one)', 
   t.truthy(await peer.next(isAnswerTo(callId, '481')));
 });
 
+test('a PRACK whose To tag has no value (;tag) is outside any dialog too: 481', async (t) => {
+  t.timeout(60_000, 'no answer came back');
+  const sipPort = await runningEngine();
+  const peer = await Peer.bind('127.0.0.1');
+  t.teardown(() => peer.close());
+  const callId = randomUUID();
+  const via = `SIP/2.0/UDP 127.0.0.1:${peer.port};branch=z9hG4bK-pe-${callId}`;
+  await peer.send(sipRequest('PRACK', sipPort, via, callId, ['RAck: 1 1 INVITE'], ';tag'), sipPort);
+  t.truthy(await peer.next(isAnswerTo(callId, '481')));
+});
+
 test('a method of no standard counts as other in the metrics: a peer cannot grow them without end', async (t) => {
   t.timeout(60_000, 'no answer came back');
   const sipPort = await runningEngine();
