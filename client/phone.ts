@@ -17,62 +17,9 @@
  * the request is retried once with the new token.
  */
 
-export interface PhoneOptions {
-  /** Where the service's API is, e.g. `https://switchboard.example.com` (without `/api/v1`). */
-  baseUrl: string;
-  /** Returns a user or member token with `devices:*`; called at start and again after a 401. */
-  fetchToken: () => Promise<string>;
-  /** Sent as `x-service-workspace-id`; a token names its workspace already. */
-  workspaceId?: string;
-  device: { kind: 'browser'; name?: string; clientId?: string };
-  /**
-   * STUN and TURN servers for the peer connection when an offer names none (the service hands its own, ICE_SERVERS,
-   * with each offer); none: host candidates only.
-   */
-  iceServers?: RTCIceServer[];
-  /** The microphone constraints given to getUserMedia; default `true`. */
-  microphone?: boolean | MediaTrackConstraints;
-}
+import type { CallState, EndReason, Phone, PhoneCall, PhoneEvents, PhoneOptions, RingMode } from './phone-types.js';
 
-export type CallState = 'ringing' | 'answering' | 'connected' | 'ended';
-
-/** Why a call ended (`ended`). */
-export type EndReason =
-  /** This phone hung up (`hangUp`, or `stop`). */
-  | 'hangup'
-  /** This phone declined the offer. */
-  | 'declined'
-  /** The offer is gone: answered on another device, the caller hung up, or it expired. */
-  | 'withdrawn'
-  /** The peer connection closed or failed (the engine ended the leg, or the network is gone). */
-  | 'disconnected'
-  /** Answering failed (`error` says why). */
-  | 'failed';
-
-/** An offered call (`incoming`): the caller (`from`), the number called (`to`), and the means to take it. */
-export interface PhoneCall {
-  /** The offer's id. */
-  readonly id: string;
-  readonly callId: string;
-  readonly from: string;
-  readonly to: string;
-  readonly expiresAt: string;
-  readonly state: CallState;
-  /** Answers the call: microphone, SDP answer, `POST /offers/{id}/accept`. Resolves once accepted. */
-  accept(): Promise<void>;
-  /** Declines this phone's offer; other devices keep ringing. */
-  decline(): Promise<void>;
-}
-
-export interface PhoneEvents {
-  /** The device is registered (and re-registered, with the same id, by its clientId). */
-  registered: { deviceId: string };
-  incoming: PhoneCall;
-  /** Media flows: `stream` is the engine's audio (play it in an `<audio>` element). */
-  connected: { call: PhoneCall; stream: MediaStream };
-  ended: { call: PhoneCall; reason: EndReason };
-  error: PhoneError;
-}
+export type { CallState, EndReason, Phone, PhoneCall, PhoneEvents, PhoneOptions, RingMode } from './phone-types.js';
 
 /** A failure: an API error (its `status` and the envelope's `code`) or a browser one (status 0). */
 export class PhoneError extends Error {
@@ -84,27 +31,6 @@ export class PhoneError extends Error {
     super(message);
     this.name = 'PhoneError';
   }
-}
-
-export interface Phone {
-  on<E extends keyof PhoneEvents>(event: E, listener: (detail: PhoneEvents[E]) => void): () => void;
-  /** Registers the device and starts renewing its presence and polling its offers. */
-  start(): Promise<void>;
-  /** The registered device's id (undefined before `start`). */
-  readonly deviceId: string | undefined;
-  /** The call answered (or being answered), if any. */
-  readonly call: PhoneCall | undefined;
-  /** Mutes or unmutes the microphone of the call. */
-  mute(muted: boolean): void;
-  /**
-   * Ends the call: `ended` at once and the microphone stops; an answered call is hung up through the API
-   * (`POST /calls/{id}/hangup`, which needs `calls:*` in the token), so the engine ends it at once; then the peer
-   * connection closes. Without `calls:*` (403) the engine notices the closed connection instead, about 15 s later.
-   * Resolves once the connection is closed.
-   */
-  hangUp(): Promise<void>;
-  /** Stops polling and renewing (the presence lease then lapses) and hangs up. The device stays registered. */
-  stop(): void;
 }
 
 const presenceEveryMs = 20_000;
@@ -120,6 +46,8 @@ interface OfferJson {
   to: string;
   sdp: string;
   expiresAt: string;
+  /** Missing from older services: `ring`. */
+  mode?: RingMode;
   /** The service's STUN and TURN servers (ICE_SERVERS); empty or missing: this phone's `iceServers` option. */
   iceServers?: RTCIceServer[];
 }
@@ -132,6 +60,7 @@ interface Call extends PhoneCall {
   microphone?: MediaStream;
   /** The accept went through: the call is this device's to hang up. */
   accepted?: boolean;
+  muted: boolean;
 }
 
 export function createPhone(options: PhoneOptions): Phone {
@@ -250,7 +179,10 @@ export function createPhone(options: PhoneOptions): Phone {
       });
       await pc.setRemoteDescription({ type: 'offer', sdp: call.sdp });
       call.microphone = await navigator.mediaDevices.getUserMedia({ audio: options.microphone ?? true });
-      for (const track of call.microphone.getAudioTracks()) pc.addTrack(track, call.microphone);
+      for (const track of call.microphone.getAudioTracks()) {
+        track.enabled = !call.muted;
+        pc.addTrack(track, call.microphone);
+      }
       await pc.setLocalDescription(await pc.createAnswer());
       await gathered(pc);
       if (call.state !== 'answering') return; // Hung up meanwhile.
@@ -282,6 +214,8 @@ export function createPhone(options: PhoneOptions): Phone {
       from: offer.from,
       to: offer.to,
       expiresAt: offer.expiresAt,
+      mode: offer.mode ?? 'ring',
+      muted: offer.mode === 'muted',
       sdp: offer.sdp,
       // The offer's servers, else the phone's own.
       iceServers:
@@ -367,7 +301,12 @@ export function createPhone(options: PhoneOptions): Phone {
       return current;
     },
     mute(muted) {
-      current?.microphone?.getAudioTracks().forEach((track) => (track.enabled = !muted));
+      if (current === undefined) return;
+      current.muted = muted;
+      current.microphone?.getAudioTracks().forEach((track) => (track.enabled = !muted));
+    },
+    get muted() {
+      return current?.muted ?? false;
     },
     hangUp,
     stop() {

@@ -16,6 +16,7 @@ import {
   offerStates,
   waitingOffers,
 } from '../../core/devices/offers.ts';
+import { ringModes } from '../../core/routing/definition.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
@@ -37,6 +38,11 @@ const Offer = Type.Object({
   callId: Uuid,
   deviceId: Uuid,
   ringSeq: Type.Integer({ minimum: 1, description: "The ring step's round (call.ringing's ring.ringSeq)" }),
+  mode: Type.Enum([...ringModes], {
+    description:
+      "The ring step's mode for this device's person: ring (ring out loud), silent (show the call without a sound) " +
+      'or muted (ring; answer with the microphone muted)',
+  }),
   from: Type.String({ description: "The call's from" }),
   to: Type.String({ description: "The call's to" }),
   sdp: Type.String({ description: "The engine's WebRTC SDP offer for this device" }),

@@ -14,6 +14,7 @@ import type pg from 'pg';
 import { announce, offerChannel } from '../change-notices.ts';
 import { inTransaction, type Queryable } from '../database.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
+import type { RingMode } from '../routing/definition.ts';
 import { deviceById, type DeviceOwner, setDeviceBusy } from './devices.ts';
 
 export type OfferState = 'offered' | 'accepted' | 'declined' | 'withdrawn' | 'expired';
@@ -25,6 +26,7 @@ export interface OfferRow {
   device_id: string;
   workspace_id: string;
   ring_seq: number;
+  mode: RingMode;
   sdp_offer: string;
   state: OfferState;
   sdp_answer: string | null;
@@ -37,7 +39,7 @@ export interface OfferRow {
   cursor_ts: string;
 }
 
-const offerColumns = `o.id, o.call_id, o.device_id, o.workspace_id, o.ring_seq, o.sdp_offer, o.state,
+const offerColumns = `o.id, o.call_id, o.device_id, o.workspace_id, o.ring_seq, o.mode, o.sdp_offer, o.state,
   o.sdp_answer, o.expires_at, o.created_at, o.decided_at, c.from_number, c.to_number, c.ended_at AS call_ended_at,
   o.created_at::text AS cursor_ts`;
 const offerFrom = 'FROM offers o JOIN calls c ON c.id = o.call_id';
@@ -49,6 +51,7 @@ export function offerJson(row: OfferRow) {
     callId: row.call_id,
     deviceId: row.device_id,
     ringSeq: row.ring_seq,
+    mode: row.mode,
     // As the call object shows them (spec section 2: 1 to 64 characters).
     from: row.from_number.slice(0, 64) || 'anonymous',
     to: row.to_number.slice(0, 64) || 'unknown',
@@ -148,8 +151,11 @@ export interface NewOffers {
   workspaceId: string;
   /** The round of the ring step (1, 2, …). */
   ringSeq: number;
-  /** The devices to offer the call to, each with the SDP offer of its own WebRTC leg. */
-  devices: readonly { deviceId: string; sdpOffer: string }[];
+  /**
+   * The devices to offer the call to, each with the SDP offer of its own WebRTC leg and the `mode` of the target
+   * it is rung for (`ring` when not given).
+   */
+  devices: readonly { deviceId: string; sdpOffer: string; mode?: RingMode }[];
   expiresAt: Date;
 }
 
@@ -165,7 +171,7 @@ export interface MadeOffers {
  * the call row locked, the devices shared-locked, the offers written and announced.
  */
 export async function makeOffers(pool: pg.Pool, input: NewOffers): Promise<MadeOffers> {
-  const given = [...new Map(input.devices.map((device) => [device.deviceId, device.sdpOffer])).entries()];
+  const given = [...new Map(input.devices.map((device) => [device.deviceId, device])).entries()];
   const everyDevice = given.map(([deviceId]) => deviceId);
   return inTransaction(pool, async (db) => {
     const call = await db.query<{ ended_at: Date | null }>(
@@ -185,9 +191,9 @@ export async function makeOffers(pool: pg.Pool, input: NewOffers): Promise<MadeO
     const offered = new Set(eligible.rows.map(({ id }) => id));
     const chosen = given.filter(([deviceId]) => offered.has(deviceId));
     const inserted = await db.query<Changed>(
-      `INSERT INTO offers (call_id, device_id, workspace_id, ring_seq, sdp_offer, expires_at)
-       SELECT $1, d.device_id, $2, $3, d.sdp, $4
-         FROM unnest($5::uuid[], $6::text[]) AS d (device_id, sdp)
+      `INSERT INTO offers (call_id, device_id, workspace_id, ring_seq, sdp_offer, expires_at, mode)
+       SELECT $1, d.device_id, $2, $3, d.sdp, $4, d.mode
+         FROM unnest($5::uuid[], $6::text[], $7::text[]) AS d (device_id, sdp, mode)
        ON CONFLICT (call_id, ring_seq, device_id) DO NOTHING
        RETURNING id, device_id, call_id, state`,
       [
@@ -196,7 +202,8 @@ export async function makeOffers(pool: pg.Pool, input: NewOffers): Promise<MadeO
         input.ringSeq,
         input.expiresAt,
         chosen.map(([deviceId]) => deviceId),
-        chosen.map(([, sdp]) => sdp),
+        chosen.map(([, device]) => device.sdpOffer),
+        chosen.map(([, device]) => device.mode ?? 'ring'),
       ],
     );
     const offers: OfferRow[] = [];

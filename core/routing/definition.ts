@@ -15,6 +15,8 @@ export const stepNamePattern = '^[A-Za-z0-9_-]{1,64}$';
 export const menuOptionKeys = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '*', '#'] as const;
 export const aiProviders = ['provider_a', 'provider_b', 'provider_c'] as const;
 export const ringModes = ['ring', 'silent', 'muted'] as const;
+/** How a target's phones ring (docs/phones.md, "Ring modes"). */
+export type RingMode = (typeof ringModes)[number];
 export const ringStrategies = ['simultaneous', 'sequential'] as const;
 
 const StepName = (description: string) =>
@@ -96,7 +98,9 @@ export const MenuStep = Type.Object(
 export type MenuStep = Static<typeof MenuStep>;
 
 const Mode = Type.Enum([...ringModes], {
-  description: 'ring: rings; silent: offered without ringing; muted: offered with the ringer muted',
+  description:
+    'ring (the default): the phone rings out loud; silent: the phone shows the call without a sound; muted: the ' +
+    'phone rings, and the person answers muted (heard once they unmute)',
 });
 export const RingTarget = Type.Union(
   [

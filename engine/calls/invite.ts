@@ -15,6 +15,7 @@ export function makeInvite(
   protocol: Protocol,
   uris: { target: URI; from: URI; to: URI },
   media: MediaEndpoint,
+  extraHeaders: readonly string[] = [],
 ): { core: UserAgentCore; message: OutgoingRequestMessage } {
   const { host, port } = services.sip;
   const core = services.sip.core(protocol);
@@ -24,7 +25,7 @@ export function makeInvite(
     uris.from,
     uris.to,
     {},
-    [`Contact: <sip:${engineUser}@${host}:${port};transport=${protocol}>`],
+    [`Contact: <sip:${engineUser}@${host}:${port};transport=${protocol}>`, ...extraHeaders],
     {
       contentDisposition: 'session',
       contentType: 'application/sdp',

@@ -17,7 +17,9 @@ import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { systemClock } from '../../core/clock.ts';
 import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
+import type { RingMode } from '../../core/routing/definition.ts';
 import { bridge } from '../media/bridge.ts';
+import { mutedUntilKey } from '../media/muted-until-key.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
@@ -32,12 +34,22 @@ import type { CallServices } from './services.ts';
 export interface SipRingTarget {
   device: DeviceRow;
   binding: SipBinding;
+  /** The ring step's mode for the device's person (`ring` when not given). */
+  mode?: RingMode;
 }
+
+/**
+ * `silent`: the INVITE asks the phone to alert without a ringtone. SIP has no standard "silent" alert; RFC 7462's
+ * low-priority URN is the standard value closest to it, and desk phones map Alert-Info values to their ring tones
+ * (silent included) in their own settings.
+ */
+const silentAlert = 'Alert-Info: <urn:alert:priority:low>';
 
 /** A device that answered: its dialog, media and flow, not yet a leg (ringing.ts records it or hangs it up). */
 export interface SipAnswer {
   device: DeviceRow;
   binding: SipBinding;
+  mode: RingMode;
   sipCallId: string;
   /** Makes the answer the call's leg, recorded as `legId`. */
   leg(legId: string): SipDeviceLeg;
@@ -97,7 +109,7 @@ export async function ringSipDevices(
     if (pending === 0) settle(undefined);
   };
 
-  for (const { device, binding } of request.targets) {
+  for (const { device, binding, mode = 'ring' } of request.targets) {
     const ruri = Grammar.URIParse(binding.contactUri);
     const to = Grammar.URIParse(`sip:${device.sip_username ?? engineUser}@${host}`);
     if (ruri === undefined || to === undefined || fromUri === undefined) {
@@ -109,7 +121,13 @@ export async function ringSipDevices(
       log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP device cannot be rung: no media port free');
       continue;
     }
-    const { core, message } = makeInvite(services, binding.source.protocol, { target: ruri, from: fromUri, to }, media);
+    const { core, message } = makeInvite(
+      services,
+      binding.source.protocol,
+      { target: ruri, from: fromUri, to },
+      media,
+      mode === 'silent' ? [silentAlert] : [],
+    );
     const unpin = services.sip.pinFlow(message.callId, binding.source);
     const lingerThenUnpin = () => unpinLater(unpin);
     const lost = (session?: Session) => {
@@ -157,6 +175,7 @@ export async function ringSipDevices(
         settle({
           device,
           binding,
+          mode,
           sipCallId: message.callId,
           leg: (legId) => new SipDeviceLeg(legId, session, media, device.id, unpin),
           hangup: () => lost(session),
@@ -203,9 +222,12 @@ export async function connectSipDevice(
         externalUserId: device.external_user_id,
       },
     });
-    const unbridge = bridge(round.caller, leg.media);
+    // `muted`: the phone's audio is held back until its person presses a key (muted-until-key.ts).
+    const phone = answer.mode === 'muted' ? mutedUntilKey(leg.media) : undefined;
+    const unbridge = bridge(round.caller, phone ?? leg.media);
     const hungUp = await farEnd;
     unbridge();
+    phone?.close();
     if (!hungUp) await leg.bye();
     const stats = leg.media.stats;
     await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });

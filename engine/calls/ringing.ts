@@ -17,7 +17,7 @@
 import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
-import type { RingTarget } from '../../core/routing/definition.ts';
+import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
 import { bridge } from '../media/bridge.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
@@ -70,7 +70,9 @@ export async function ringRound(
   };
   const devices = people.length === 0 ? [] : await ringableDevices(pool, round.workspaceId, ids);
   // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers.
-  const sipTargets = people.length === 0 ? [] : await sipRingTargets(services, round.workspaceId, ids);
+  const sipTargets = (people.length === 0 ? [] : await sipRingTargets(services, round.workspaceId, ids)).map(
+    (target) => ({ ...target, mode: modeFor(target.device, people) }),
+  );
   if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
     return 'unanswered';
   }
@@ -86,7 +88,7 @@ export async function ringRound(
       });
       endpoints.set(device.id, endpoint);
       try {
-        return { deviceId: device.id, sdpOffer: await endpoint.createOffer() };
+        return { deviceId: device.id, sdpOffer: await endpoint.createOffer(), mode: modeFor(device, people) };
       } catch (error) {
         log.warn({ err: error, callId: round.callId, deviceId: device.id }, 'no WebRTC offer for a device');
         endpoint.close();
@@ -260,6 +262,14 @@ export async function ringRound(
     round.gone.removeEventListener('abort', onGoneCells);
     closeAll();
   }
+}
+
+/** The `mode` of the first target naming the device's person (`ring` when none says). */
+function modeFor(device: DeviceRow, people: readonly RingPerson[]): RingMode {
+  const target = people.find((person) =>
+    'memberId' in person ? person.memberId === device.member_id : person.userId === device.app_user_id,
+  );
+  return target?.mode ?? 'ring';
 }
 
 /** The round's accepted offer, if any. */

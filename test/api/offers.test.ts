@@ -126,6 +126,26 @@ async function serviceConnections() {
   return Object.fromEntries(result.rows.map((row) => [row.state ?? 'none', row.count])) as Record<string, number>;
 }
 
+test.serial("each offer carries its target's ring mode; an offer made without one rings", async (t) => {
+  const setup = await workspaceWithUser(service);
+  const token = await userToken(setup);
+  const [loud, muted] = [await device(token), await device(token)];
+  const call = await newCall(setup);
+  await offer(setup, call, [], {
+    devices: [
+      { deviceId: loud, sdpOffer },
+      { deviceId: muted, sdpOffer, mode: 'muted' },
+    ],
+  });
+  const modeOf = async (deviceId: string) => {
+    const answer = await poll(token, deviceId, '?wait=0');
+    t.is(answer.status, 200, answer.text);
+    return (answer.body.data as { mode: string }[]).map((offered) => offered.mode);
+  };
+  t.deepEqual(await modeOf(loud), ['ring']);
+  t.deepEqual(await modeOf(muted), ['muted']);
+});
+
 test.serial(
   'a waiting offer answers at once with its call, the SDP offer, the ICE servers and its expiry; wait=0 answers at once',
   async (t) => {
@@ -135,7 +155,11 @@ test.serial(
     const quiet = await device(token);
     const call = await newCall(setup);
     const expiresAt = new Date(Date.now() + 30_000);
-    const made = await offer(setup, call, [phone], { ringSeq: 2, expiresAt });
+    const made = await offer(setup, call, [phone], {
+      ringSeq: 2,
+      expiresAt,
+      devices: [{ deviceId: phone, sdpOffer, mode: 'silent' }],
+    });
     t.is(made.offers.length, 1);
     t.deepEqual(made.notOffered, []);
 
@@ -150,6 +174,7 @@ test.serial(
           callId: call.id,
           deviceId: phone,
           ringSeq: 2,
+          mode: 'silent',
           from: call.from_number,
           to: call.to_number,
           sdp: sdpOffer,

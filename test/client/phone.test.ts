@@ -13,7 +13,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import type { CallRow } from '../../core/calls/calls.ts';
 import { callOffers, makeOffers } from '../../core/devices/offers.ts';
 import { WebRtcEndpoint, type WebRtcState } from '../../engine/media/webrtc.ts';
@@ -25,6 +25,7 @@ import {
   userToken as sessionToken,
   workspaceWithUser,
 } from '../helpers/service.ts';
+import { launchChromium, pageHears, toneWav } from '../helpers/chromium.ts';
 import { sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
 
 // This worker makes RTCAudioSources (the engine's endpoints): end it as `process.exit` would, or the binding's N-API
@@ -35,47 +36,12 @@ let service: TestService;
 let browser: BrowserContext;
 let work: string;
 
-/** 2 s of a 440 Hz sine, 48 kHz 16-bit mono (880 whole periods: it loops without a click). */
-function toneWav(frequency = 440, rate = 48000, seconds = 2): Buffer {
-  const samples = sine(frequency, rate)(rate * seconds);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + samples.byteLength, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22); // mono
-  header.writeUInt32LE(rate, 24);
-  header.writeUInt32LE(rate * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(samples.byteLength, 40);
-  return Buffer.concat([header, Buffer.from(samples.buffer)]);
-}
-
 test.before(async () => {
   service = await startService({}, ['api']);
   work = await mkdtemp(path.join(os.tmpdir(), 'switchboard-phone-'));
   const wav = path.join(work, 'microphone.wav');
   await writeFile(wav, toneWav());
-  browser = await chromium.launchPersistentContext(path.join(work, 'profile'), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--use-fake-ui-for-media-stream',
-      '--use-fake-device-for-media-stream',
-      `--use-file-for-fake-audio-capture=${wav}`,
-      '--autoplay-policy=no-user-gesture-required',
-    ],
-  });
-  // tsx compiles this file with esbuild's keepNames: the functions given to page.evaluate call its __name helper,
-  // which the page does not have.
-  await browser.addInitScript('globalThis.__name = (target) => target;');
+  browser = await launchChromium(path.join(work, 'profile'), wav);
 });
 
 test.after.always(async () => {
@@ -141,35 +107,6 @@ function engineHears(endpoint: WebRtcEndpoint, skip: number, samples: number): P
       stop();
       resolve(heard.slice(skip, skip + samples));
     });
-  });
-}
-
-/**
- * In the page: the dominant frequency of the remote audio (the page's <audio> element's stream) over half a second,
- * through an AnalyserNode (FFT of 8192 points, the peak interpolated), and the share of the power within 30 Hz of it.
- */
-function pageHears(page: Page) {
-  return page.evaluate(async () => {
-    const stream = (document.getElementById('remote-audio') as HTMLAudioElement).srcObject as MediaStream;
-    const context = new AudioContext();
-    await context.resume();
-    const analyser = context.createAnalyser();
-    analyser.fftSize = 8192;
-    analyser.smoothingTimeConstant = 0;
-    context.createMediaStreamSource(stream).connect(analyser);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const bins = new Float32Array(analyser.frequencyBinCount);
-    analyser.getFloatFrequencyData(bins);
-    await context.close();
-    const hz = context.sampleRate / analyser.fftSize;
-    let peak = 1;
-    for (let index = 1; index < bins.length - 1; index += 1) if (bins[index]! > bins[peak]!) peak = index;
-    const [left, centre, right] = [bins[peak - 1]!, bins[peak]!, bins[peak + 1]!];
-    const offset = (0.5 * (left - right)) / (left - 2 * centre + right);
-    const power = Array.from(bins, (db) => 10 ** (db / 10));
-    const total = power.reduce((sum, value) => sum + value, 0);
-    const near = power.reduce((sum, value, index) => (Math.abs(index - peak) * hz <= 30 ? sum + value : sum), 0);
-    return { frequency: (peak + offset) * hz, share: near / total, peakDb: centre };
   });
 }
 
@@ -349,5 +286,65 @@ test.serial(
       body: { sdp: offers.find((offer) => offer.state === 'accepted')!.sdp_answer },
     });
     isError(t, late, 409, 'call_conflict');
+  },
+);
+
+test.serial(
+  'ring modes on the page: a ring offer plays the ringtone, a silent one does not; a muted one is answered muted',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const page = await browser.newPage();
+    t.teardown(() => page.close());
+    await page.goto(`${service.url}/phone`);
+    await page.fill('#token', token);
+    await page.click('#start');
+    const deviceId = (await page.locator('#status[data-device-id]').getAttribute('data-device-id'))!;
+    await pollsWaiting(1);
+    const offerOne = async (mode: 'ring' | 'silent' | 'muted', sdpOffer = 'v=0\r\n') => {
+      const made = await makeOffers(service.pool, {
+        callId: (await newCall(setup)).id,
+        workspaceId: setup.workspace.id,
+        ringSeq: 1,
+        devices: [{ deviceId, sdpOffer, mode }],
+        expiresAt: new Date(Date.now() + 60_000),
+      });
+      const item = page.locator(`#incoming li[data-offer-id="${made.offers[0]!.id}"]`);
+      await item.waitFor();
+      return { item, callId: made.offers[0]!.call_id };
+    };
+    const ringtone = () => page.evaluate(() => document.body.dataset.ringing === 'true');
+
+    const silent = await offerOne('silent');
+    t.regex((await silent.item.textContent()) ?? '', /\(silent\)/);
+    t.false(await ringtone(), 'a silent call plays no ringtone');
+    const loud = await offerOne('ring');
+    t.true(await ringtone(), 'a ring call plays the ringtone');
+    await loud.item.locator('.decline').click();
+    t.false(await ringtone(), 'declined: the ringtone stops');
+    await silent.item.locator('.decline').click();
+
+    const endpoint = new WebRtcEndpoint();
+    t.teardown(() => endpoint.close());
+    const muted = await offerOne('muted', await endpoint.createOffer());
+    t.true(await ringtone(), 'a muted call rings');
+    await muted.item.locator('.answer').click();
+    await endpoint.acceptAnswer(await acceptedAnswer(muted.callId));
+    await endpoint.connected();
+    await page.locator('#call-state[data-state="connected"]').waitFor();
+    t.false(await ringtone());
+    t.is(await page.textContent('#mute'), 'Unmute');
+    const silence = await engineHears(endpoint, 4000, 4000);
+    t.true(
+      silence.every((sample) => Math.abs(sample) < 100),
+      'answered muted: the engine hears silence',
+    );
+    await page.click('#mute');
+    t.is(await page.textContent('#mute'), 'Mute');
+    const heard = await engineHears(endpoint, 4000, 4000);
+    const power = tonePower(heard, 440, 8000);
+    t.log(`unmuted: the engine hears 440 Hz with power ${power.toFixed(3)}`);
+    t.true(power > 0.7, `unmuted, the microphone's 440 Hz reaches the engine (${power})`);
+    await page.click('#hang-up');
   },
 );

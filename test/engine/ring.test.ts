@@ -8,6 +8,7 @@
  * answered, it is bridged and wins over the devices; not answered, it is cancelled and the plan takes `next`.
  */
 import test, { type ExecutionContext } from 'ava';
+import type { RingMode } from '../../core/routing/definition.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { runCli } from '../helpers/cli.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
@@ -45,7 +46,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 
 const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 /** A number whose plan rings the workspace's user alice, then hangs up; alice's browser device registered. */
-async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['devices:*']) {
+async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['devices:*'], mode?: RingMode) {
   const tenant = await workspaceApi(service);
   const { setup } = tenant;
   const line = await numberRunning(
@@ -54,7 +55,13 @@ async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['dev
     {
       entry: 'r',
       steps: {
-        r: { type: 'ring', targets: [{ userId: setup.user.id }], strategy: 'simultaneous', timeoutSecs, next: 'bye' },
+        r: {
+          type: 'ring',
+          targets: [{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }],
+          strategy: 'simultaneous',
+          timeoutSecs,
+          next: 'bye',
+        },
         bye: { type: 'hangup', message: null },
       },
     },
@@ -76,7 +83,7 @@ async function offerOf(token: string, deviceId: string) {
   return until('an offer', async () => {
     const polled = await service.request('GET', `/api/v1/devices/${deviceId}/offers?wait=10`, { auth: token });
     if (polled.status !== 200) throw new Error(`poll: ${polled.status} ${polled.text}`);
-    return (polled.body.data as { id: string; callId: string; sdp: string; ringSeq: number }[])[0];
+    return (polled.body.data as { id: string; callId: string; sdp: string; ringSeq: number; mode: string }[])[0];
   });
 }
 
@@ -236,10 +243,11 @@ test('the caller hangs up while it rings: the offers are withdrawn, call.ended w
   t.like(events[3]?.payload, { connected: false });
 });
 
-test('nobody answers within timeoutSecs: the offer is withdrawn and the plan takes next', async (t) => {
-  const { line, token, deviceId } = await ringingLine(t, 5);
+test('nobody answers within timeoutSecs (a muted target: its offer says so): the offer is withdrawn, the plan takes next', async (t) => {
+  const { line, token, deviceId } = await ringingLine(t, 5, ['devices:*'], 'muted');
   const sipp = runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1) });
   const offer = await offerOf(token, deviceId);
+  t.is(offer.mode, 'muted');
   const run = await sipp;
   t.is(run.code, 0, sippFailed(run));
   const row = await until('the end', async () => {

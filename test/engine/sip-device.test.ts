@@ -4,11 +4,13 @@
  * first: Debian's sipp 3.6.1 knows no other), then listens on the port it registered from as the phone; sipp as the
  * caller dials a number whose plan rings that user. The phone gets the INVITE at its own source port with its
  * contact as Request-URI, answers, talks and hangs up: the call connects with a `device` leg and ends `completed`.
+ * Rung in `silent` mode, the INVITE carries RFC 7462's low-priority Alert-Info (docs/phones.md, "Ring modes").
  * A binding whose expiry passed (the engines' clock moved on) is not rung: the plan takes `next`.
  */
 import dgram from 'node:dgram';
 import test, { type ExecutionContext } from 'ava';
 import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
+import type { RingMode } from '../../core/routing/definition.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
 import { runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
@@ -47,7 +49,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 
  * A number whose plan rings the workspace's user alice (then hangs up), and alice's `sip` device registered by sipp
  * with digest from `localPort`, for `expires` seconds.
  */
-async function deskLine(t: ExecutionContext, localPort: number, expires: number) {
+async function deskLine(t: ExecutionContext, localPort: number, expires: number, mode?: RingMode) {
   const tenant = await workspaceApi(service);
   const { setup } = tenant;
   const line = await numberRunning(
@@ -58,7 +60,7 @@ async function deskLine(t: ExecutionContext, localPort: number, expires: number)
       steps: {
         r: {
           type: 'ring',
-          targets: [{ userId: setup.user.id }],
+          targets: [{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }],
           strategy: 'simultaneous',
           timeoutSecs: 20,
           next: 'bye',
@@ -126,17 +128,23 @@ async function eventsOf(callId: string) {
 }
 
 test.serial(
-  'a registered SIP device is rung at its source, answers, is bridged, and its BYE ends the call',
+  'a registered SIP device is rung (silently) at its source, answers, is bridged, and its BYE ends the call',
   async (t) => {
     const localPort = await freeUdpPort();
-    const { line, token, deviceId, username } = await deskLine(t, localPort, 120);
+    const { line, token, deviceId, username } = await deskLine(t, localPort, 120, 'silent');
     // The phone: sipp listening on the port it registered from.
     const phone = startSippServer({
       scenario: 'device-answers',
       port: localPort,
       mediaPort: await freeUdpPort(),
       timeoutSeconds: 40,
-      replacements: { USERNAME: username, HOLD_MS: '1500' },
+      replacements: {
+        USERNAME: username,
+        HOLD_MS: '1500',
+        INVITE_CHECKS:
+          '<ereg regexp="urn:alert:priority:low" search_in="hdr" header="Alert-Info:" check_it="true" assign_to="alert"/>' +
+          '<log message="Alert-Info [$alert]"/>',
+      },
     });
     t.teardown(() => phone.stop());
     const caller = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1), timeoutSeconds: 40 });

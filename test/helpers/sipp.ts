@@ -22,7 +22,7 @@ export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
 
 /**
  * Writes test/sipp/<name>.xml into `dir` with its placeholders filled: `replacements`, then the defaults (MEDIA,
- * ON_ANSWER and BEFORE_ACK empty, HOLD_MS 1000, STATUS 404). Returns the file's path.
+ * ON_ANSWER, BEFORE_ACK and INVITE_CHECKS empty, HOLD_MS 1000, STATUS 404). Returns the file's path.
  */
 export async function writeScenario(
   name: string,
@@ -34,6 +34,7 @@ export async function writeScenario(
     MEDIA: '',
     ON_ANSWER: '',
     BEFORE_ACK: '',
+    INVITE_CHECKS: '',
     HOLD_MS: '1000',
     STATUS: '404',
     ...replacements,
