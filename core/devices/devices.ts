@@ -33,11 +33,16 @@ export interface DeviceRow {
   cursor_ts: string;
 }
 
+// A `sip` device's presence is its registrations: live while a binding is, until the last one expires.
+const presence = 'coalesce(b.expires_at, d.presence_expires_at)';
 const columns = `d.id, d.workspace_id, d.kind, d.name, d.client_id, d.member_id, d.app_user_id,
-  u.external_user_id, coalesce(d.presence_expires_at > clock_timestamp(), false) AS presence_live,
-  d.presence_expires_at, d.busy_call_id, s.username AS sip_username, d.created_at, d.created_at::text AS cursor_ts`;
+  u.external_user_id, coalesce(${presence} > clock_timestamp(), false) AS presence_live,
+  ${presence} AS presence_expires_at, d.busy_call_id, s.username AS sip_username, d.created_at,
+  d.created_at::text AS cursor_ts`;
 const from = `FROM devices d LEFT JOIN app_users u ON u.id = d.app_user_id
-  LEFT JOIN sip_credentials s ON s.device_id = d.id`;
+  LEFT JOIN sip_credentials s ON s.device_id = d.id
+  LEFT JOIN LATERAL (SELECT max(expires_at) AS expires_at FROM sip_bindings WHERE device_id = d.id) b
+    ON d.kind = 'sip'`;
 
 /** The device as the API shows it. */
 export function deviceJson(row: DeviceRow) {

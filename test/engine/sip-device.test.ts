@@ -92,6 +92,10 @@ async function deskLine(t: ExecutionContext, localPort: number, expires: number,
   t.is(registered.code, 0, sippFailed(registered));
   const [binding] = await liveSipBindings(service.pool, device.body.id as string, clock.now());
   t.is(binding?.source.port, localPort);
+  // Its presence is its registration: live until the binding expires.
+  const listed = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
+  const desk = (listed.body.data as { id: string; presence: unknown }[]).find((d) => d.id === device.body.id);
+  t.deepEqual(desk?.presence, { live: true, expiresAt: binding?.expiresAt.toISOString() });
   return { line, token, deviceId: device.body.id as string, username };
 }
 
