@@ -6,8 +6,8 @@
  * hangs up, and is then over (`completed`), as a forward's. Nobody answers: the call goes back to `routing` and takes
  * `next`.
  *
- * `mode` (`ring`, `silent`, `muted`) is not carried yet: the offer and `call.ringing` have no field for it in the
- * specification; every device rings, and a cell is an ordinary call.
+ * Each person target's `mode` (`ring`, `silent`, `muted`) goes with their devices' offers and desk phones' INVITEs
+ * (ringing.ts, docs/phones.md "Ring modes"); a cell is an ordinary call.
  */
 import type { RingStep } from '../../../core/routing/definition.ts';
 import type { StepHandler } from './step.ts';
