@@ -18,6 +18,12 @@ export const callEndedChannel = 'switchboard_call_ended';
  * that owns the call hears its accept by the call id.
  */
 export const offerChannel = 'switchboard_offers';
+/**
+ * A queue's line or agents changed: `{ queueId, entryId?, kind }` as JSON, kind `entered`, `offered`, `released`,
+ * `left` or `agent` (an agent of the queue may be offered a call now). Engines distribute on it and the engine that
+ * holds an offered entry rings the agent (core/queues/entries.ts, docs/contact-center.md).
+ */
+export const queueChannel = 'switchboard_queue';
 
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, payload]);

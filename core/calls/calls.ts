@@ -10,7 +10,7 @@ import { appendEvent } from '../events/outbox.ts';
 import type { CallObject } from '../events/types.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 
-export type CallState = 'initiated' | 'routing' | 'offering' | 'connected' | 'voicemail' | 'ended';
+export type CallState = 'initiated' | 'routing' | 'queued' | 'offering' | 'connected' | 'voicemail' | 'ended';
 
 export interface CallRow {
   id: string;
@@ -56,7 +56,8 @@ export function callObject(row: CallRow): CallObject {
   };
 }
 
-async function readCall(db: Queryable, id: string, lock = false): Promise<CallRow | undefined> {
+/** The call (locked until commit with `lock`), undefined when there is none. */
+export async function readCall(db: Queryable, id: string, lock = false): Promise<CallRow | undefined> {
   const result = await db.query<CallRow>(
     `SELECT ${callColumns} FROM calls c JOIN workspaces w ON w.id = c.workspace_id WHERE c.id = $1
      ${lock ? 'FOR UPDATE OF c' : ''}`,
@@ -74,7 +75,8 @@ async function updateCall(db: Queryable, callId: string, set: string, values: un
   return result.rows[0] as CallRow;
 }
 
-function envelope(row: CallRow) {
+/** The envelope of an event in the call's stream. */
+export function callEnvelope(row: CallRow) {
   return {
     streamId: row.id,
     applicationId: row.application_id,
@@ -121,7 +123,7 @@ export async function startCall(pool: pg.Pool, input: NewCall): Promise<CallRow>
     const row = inserted.rows[0] as CallRow;
     await appendEvent(db, {
       type: 'call.started',
-      ...envelope(row),
+      ...callEnvelope(row),
       fields: { callId: row.id, call: callObject(row) },
     });
     return row;
@@ -173,12 +175,12 @@ export async function changeState(
       [state, options.answered === true, options.connectedLeg !== undefined],
     );
     if (options.answered === true && current.answered_at === null) {
-      await appendEvent(db, { type: 'call.answered', ...envelope(row), fields: { callId, call: callObject(row) } });
+      await appendEvent(db, { type: 'call.answered', ...callEnvelope(row), fields: { callId, call: callObject(row) } });
     }
     if (options.connectedLeg !== undefined) {
       await appendEvent(db, {
         type: 'call.connected',
-        ...envelope(row),
+        ...callEnvelope(row),
         fields: {
           callId,
           call: callObject(row),
@@ -195,7 +197,7 @@ export async function changeState(
       const { ringSeq, memberIds, externalUserIds, offerId, expiresAt } = options.ringing;
       await appendEvent(db, {
         type: 'call.ringing',
-        ...envelope(row),
+        ...callEnvelope(row),
         fields: {
           callId,
           call: callObject(row),
@@ -241,7 +243,7 @@ async function endCallIn(
   const endedAt = (row.ended_at as Date).getTime();
   await appendEvent(db, {
     type: 'call.ended',
-    ...envelope(row),
+    ...callEnvelope(row),
     fields: {
       callId,
       call: callObject(row),

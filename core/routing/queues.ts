@@ -78,10 +78,6 @@ export async function lockQueueOwner(db: Queryable, id: string): Promise<string 
   return existing.rows[0]?.workspace_id;
 }
 
-/** Locks the queue's row, if any, until commit (the reconciler's removal). */
-export async function lockQueue(db: Queryable, id: string): Promise<void> {
-  await db.query('SELECT id FROM queues WHERE id = $1 FOR UPDATE', [id]);
-}
 
 /** Records the queue as the resource has it; true when the record was made or changed. */
 export async function recordQueue(
@@ -114,4 +110,22 @@ export async function queueIdsIn(
     [workspaceId, ids],
   );
   return result.rows;
+}
+
+/**
+ * The queue locked until commit (the reconciler's removal; distribution takes turns per queue,
+ * core/queues/entries.ts); undefined if there is none.
+ */
+export async function lockQueue(db: Queryable, id: string): Promise<QueueRow | undefined> {
+  const result = await db.query<QueueRow>(`SELECT ${columns} FROM queues WHERE id = $1 FOR UPDATE`, [id]);
+  return result.rows[0];
+}
+
+/** The ids of the workspace's queues that name the member. */
+export async function queuesOfMember(db: Queryable, workspaceId: string, memberId: string): Promise<string[]> {
+  const result = await db.query<{ id: string }>(
+    'SELECT id FROM queues WHERE workspace_id = $1 AND $2::uuid = ANY (member_ids) ORDER BY id',
+    [workspaceId, memberId],
+  );
+  return result.rows.map((row) => row.id);
 }

@@ -1,0 +1,262 @@
+/**
+ * The `agent_states` table (docs/contact-center.md, "Agents"): each member's agent state. A member without a row is
+ * `offline`. Every change is written with its `agent.state_changed` event (stream `agent:<memberId>`) in the same
+ * transaction; a change to the same state and reason writes nothing.
+ *
+ * People set `available`, `away` and `offline` (operation 58, `setStateByPerson`); distribution and the queue step
+ * move agents through `offered`, `on_call` and `wrap_up` (`changeAgentState` inside their own transactions,
+ * core/queues/entries.ts), and each engine ends wrap-ups that are over (`endWrapUps`).
+ */
+import type pg from 'pg';
+import { inTransaction, type Queryable } from '../database.ts';
+import { memberHasLiveDevice } from '../devices/devices.ts';
+import { appendEvent } from '../events/outbox.ts';
+import type { PageWindow } from '../rows.ts';
+import { keysetPage } from '../rows.ts';
+
+export const agentStates = ['offline', 'available', 'offered', 'on_call', 'wrap_up', 'away'] as const;
+export type AgentState = (typeof agentStates)[number];
+/** The states a person sets (operation 58). */
+export const personStates = ['available', 'away', 'offline'] as const;
+export type PersonState = (typeof personStates)[number];
+
+/** Offers missed in a row that send an agent `away` (reason `missed_offers`). */
+export const missedOffersLimit = 3;
+
+export interface AgentRow {
+  member_id: string;
+  workspace_id: string;
+  application_id: string;
+  external_workspace_id: string;
+  email: string;
+  name: string | null;
+  state: AgentState;
+  reason: string | null;
+  actor: string | null;
+  changed_at: Date | null;
+  idle_since: Date | null;
+  missed_offers: number;
+  last_offered_at: Date | null;
+  calls_answered: string;
+  entry_id: string | null;
+  wrap_up_until: Date | null;
+  /** Whether the member has a device that can ring now (free or not). */
+  reachable: boolean;
+  cursor_ts: string;
+}
+
+const columns = `m.id AS member_id, m.workspace_id, w.application_id, w.external_workspace_id, m.email, m.name,
+  coalesce(a.state, 'offline') AS state, a.reason, a.actor, a.changed_at, a.idle_since,
+  coalesce(a.missed_offers, 0) AS missed_offers, a.last_offered_at, coalesce(a.calls_answered, 0) AS calls_answered,
+  a.entry_id, a.wrap_up_until, ${memberHasLiveDevice('m.id', false)} AS reachable,
+  m.created_at::text AS cursor_ts`;
+const from = `FROM members m JOIN workspaces w ON w.id = m.workspace_id
+  LEFT JOIN agent_states a ON a.member_id = m.id`;
+
+/** The agent as the API shows it (operations 57, 58). */
+export function agentJson(row: AgentRow) {
+  return {
+    memberId: row.member_id,
+    email: row.email,
+    name: row.name,
+    state: row.state,
+    reason: row.reason,
+    actor: row.actor,
+    changedAt: row.changed_at?.toISOString() ?? null,
+    reachable: row.reachable,
+    missedOffers: row.missed_offers,
+    callsAnswered: Number(row.calls_answered),
+    wrapUpUntil: row.wrap_up_until?.toISOString() ?? null,
+  };
+}
+
+/** The workspace's member as an agent, undefined when the workspace has no such member. */
+export async function agentOf(db: Queryable, workspaceId: string, memberId: string): Promise<AgentRow | undefined> {
+  const result = await db.query<AgentRow>(`SELECT ${columns} ${from} WHERE m.id = $1 AND m.workspace_id = $2`, [
+    memberId,
+    workspaceId,
+  ]);
+  return result.rows[0];
+}
+
+/** The workspace's members as agents, a page in the members' order (newest first). */
+export function listAgents(db: Queryable, workspaceId: string, window: PageWindow): Promise<AgentRow[]> {
+  const select = `SELECT * FROM (SELECT ${columns}, m.id, m.created_at ${from}) AS listed`;
+  return keysetPage<AgentRow>(db, { select, where: 'workspace_id = $1', params: [workspaceId] }, window);
+}
+
+/** What a change sets besides the state; absent fields are kept. */
+export interface StateChange {
+  state: AgentState;
+  reason?: string | null;
+  /** `member:<id>`, `application` or `system`. */
+  actor: string;
+  /** The entry the agent is offered or on a call for (required for `offered` and `on_call`). */
+  entryId?: string | null;
+  /** Seconds of wrap-up (for `wrap_up`). */
+  wrapUpSecs?: number;
+  /** An offer was missed (+1) or answered (reset to 0). */
+  missedOffers?: 'missed' | 'reset';
+  /** The agent was offered a call now (round robin's order). */
+  offeredNow?: boolean;
+  /** The agent answered a queue call (fewest calls' count). */
+  answered?: boolean;
+}
+
+export interface ChangedAgent {
+  previous: AgentState;
+  agent: AgentRow;
+  /** Whether anything changed (and an event was written). */
+  changed: boolean;
+}
+
+/**
+ * Changes a member's agent state inside the caller's transaction `db`: the row made if missing and locked, the
+ * change written with its `agent.state_changed` event. Undefined when the workspace has no such member. A change to
+ * the same state with the same reason writes nothing.
+ */
+export async function changeAgentState(
+  db: pg.PoolClient,
+  workspaceId: string,
+  memberId: string,
+  change: StateChange,
+): Promise<ChangedAgent | undefined> {
+  await db.query(
+    `INSERT INTO agent_states (member_id, workspace_id, state)
+     SELECT id, workspace_id, 'offline' FROM members WHERE id = $1 AND workspace_id = $2
+     ON CONFLICT (member_id) DO NOTHING`,
+    [memberId, workspaceId],
+  );
+  const locked = await db.query<{ state: AgentState; reason: string | null }>(
+    'SELECT state, reason FROM agent_states WHERE member_id = $1 AND workspace_id = $2 FOR UPDATE',
+    [memberId, workspaceId],
+  );
+  const current = locked.rows[0];
+  if (current === undefined) return undefined;
+  const reason = change.reason === undefined ? null : change.reason;
+  const sameState = current.state === change.state && current.reason === reason;
+  const entryId = change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null;
+  if (sameState && change.missedOffers === undefined && !change.answered) {
+    return { previous: current.state, agent: (await agentOf(db, workspaceId, memberId)) as AgentRow, changed: false };
+  }
+  await db.query(
+    `UPDATE agent_states SET
+       state = $2, reason = $3, actor = $4, entry_id = $5,
+       changed_at = CASE WHEN $10 THEN changed_at ELSE clock_timestamp() END,
+       idle_since = CASE WHEN $2 = 'available' AND (state <> 'available' OR idle_since IS NULL)
+                         THEN clock_timestamp() ELSE idle_since END,
+       wrap_up_until = CASE WHEN $2 = 'wrap_up' THEN clock_timestamp() + make_interval(secs => $6) END,
+       missed_offers = CASE $7 WHEN 'missed' THEN missed_offers + 1 WHEN 'reset' THEN 0 ELSE missed_offers END,
+       last_offered_at = CASE WHEN $8 THEN clock_timestamp() ELSE last_offered_at END,
+       calls_answered = calls_answered + CASE WHEN $9 THEN 1 ELSE 0 END
+     WHERE member_id = $1`,
+    [
+      memberId,
+      change.state,
+      reason,
+      change.actor,
+      entryId,
+      change.wrapUpSecs ?? 0,
+      change.missedOffers ?? null,
+      change.offeredNow === true,
+      change.answered === true,
+      sameState,
+    ],
+  );
+  const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
+  if (!sameState) {
+    await appendEvent(db, {
+      type: 'agent.state_changed',
+      streamId: memberId,
+      applicationId: agent.application_id,
+      workspaceId,
+      externalWorkspaceId: agent.external_workspace_id,
+      fields: {
+        // The specification requires it; a member's id in the application's world is its email.
+        externalUserId: agent.email.slice(0, 200),
+        agent: {
+          memberId,
+          state: agent.state,
+          previousState: current.state,
+          reason: agent.reason,
+          actor: agent.actor,
+          changedAt: (agent.changed_at as Date).toISOString(),
+        },
+      },
+    });
+  }
+  return { previous: current.state, agent, changed: !sameState };
+}
+
+/** Changes a member's state in a transaction of its own; see `changeAgentState`. */
+export function setAgentState(
+  pool: pg.Pool,
+  workspaceId: string,
+  memberId: string,
+  change: StateChange,
+): Promise<ChangedAgent | undefined> {
+  return inTransaction(pool, (db) => changeAgentState(db, workspaceId, memberId, change));
+}
+
+/**
+ * The queue's members that may be offered a call now, locked (`FOR UPDATE SKIP LOCKED`: one another transaction
+ * holds is passed over, never waited for): `available`, with a free live device, in the strategy's order, at most
+ * `limit`. Inside the distribution's transaction (core/queues/entries.ts).
+ */
+export async function offerableAgents(
+  db: pg.PoolClient,
+  queue: { id: string; workspaceId: string; memberIds: readonly string[]; strategy: string },
+  limit: number,
+): Promise<string[]> {
+  const order =
+    queue.strategy === 'round_robin'
+      ? 'a.last_offered_at ASC NULLS FIRST, a.idle_since, a.member_id'
+      : queue.strategy === 'fewest_calls'
+        ? 'a.calls_answered, a.idle_since, a.member_id'
+        : 'a.idle_since, a.member_id';
+  const result = await db.query<{ member_id: string }>(
+    `SELECT a.member_id FROM agent_states a
+      WHERE a.member_id = ANY ($1::uuid[]) AND a.workspace_id = $2 AND a.state = 'available'
+        AND ${memberHasLiveDevice('a.member_id', true)}
+      ORDER BY ${order}
+      LIMIT $3
+      FOR UPDATE OF a SKIP LOCKED`,
+    [[...queue.memberIds], queue.workspaceId, limit],
+  );
+  return result.rows.map((row) => row.member_id);
+}
+
+/** The agents offered or on a call for an entry, locked. */
+export async function agentsOfEntry(
+  db: pg.PoolClient,
+  entryId: string,
+): Promise<{ member_id: string; state: AgentState }[]> {
+  const result = await db.query<{ member_id: string; state: AgentState }>(
+    'SELECT member_id, state FROM agent_states WHERE entry_id = $1 ORDER BY member_id FOR UPDATE',
+    [entryId],
+  );
+  return result.rows;
+}
+
+/** Ends the wrap-ups that are over: those agents are `available` again (actor `system`). Returns how many. */
+export async function endWrapUps(pool: pg.Pool): Promise<number> {
+  const due = await pool.query<{ member_id: string; workspace_id: string }>(
+    `SELECT member_id, workspace_id FROM agent_states WHERE state = 'wrap_up' AND wrap_up_until <= clock_timestamp()
+      ORDER BY wrap_up_until LIMIT 500`,
+  );
+  let ended = 0;
+  for (const { member_id, workspace_id } of due.rows) {
+    const done = await inTransaction(pool, async (db) => {
+      const still = await db.query(
+        `SELECT 1 FROM agent_states WHERE member_id = $1 AND state = 'wrap_up' AND wrap_up_until <= clock_timestamp()
+          FOR UPDATE SKIP LOCKED`,
+        [member_id],
+      );
+      if (still.rowCount === 0) return false;
+      await changeAgentState(db, workspace_id, member_id, { state: 'available', reason: null, actor: 'system' });
+      return true;
+    });
+    if (done) ended += 1;
+  }
+  return ended;
+}

@@ -1,0 +1,343 @@
+/**
+ * The `queue_entries` table and distribution (docs/contact-center.md, "Queue entries and distribution"). A call
+ * waiting in a queue is an entry; `distribute` offers the first entry in line to the queue's next agent, decided in
+ * one transaction under locks (the queue row `FOR UPDATE`, the entry and the agents `FOR UPDATE SKIP LOCKED`), so
+ * however many engines distribute one queue, no entry is offered twice at once and no agent gets two calls. Every
+ * change that matters to another process is announced on `switchboard_queue` (`QueueNotice`).
+ */
+import type pg from 'pg';
+import { agentOf, agentsOfEntry, changeAgentState, offerableAgents, type PersonState } from '../agents/agent-states.ts';
+import { callEnvelope, readCall } from '../calls/calls.ts';
+import { announce, queueChannel } from '../change-notices.ts';
+import { inTransaction, type Queryable } from '../database.ts';
+import { memberHasLiveDevice } from '../devices/devices.ts';
+import { appendEvent } from '../events/outbox.ts';
+import { lockQueue, queuesOfMember } from '../routing/queues.ts';
+
+export type EntryState = 'waiting' | 'offered' | 'connected' | 'abandoned' | 'overflowed' | 'callback';
+
+export interface EntryRow {
+  id: string;
+  queue_id: string;
+  call_id: string;
+  workspace_id: string;
+  priority: number;
+  state: EntryState;
+  engine_owner: string;
+  callback_number: string | null;
+  enqueued_at: Date;
+  offered_at: Date | null;
+  connected_at: Date | null;
+  left_at: Date | null;
+}
+
+const columns = `id, queue_id, call_id, workspace_id, priority, state, engine_owner, callback_number, enqueued_at,
+  offered_at, connected_at, left_at`;
+
+export interface QueueNotice {
+  queueId: string;
+  entryId?: string;
+  kind: 'entered' | 'offered' | 'released' | 'left' | 'agent';
+}
+
+/** A notice of `queueChannel`, or undefined when it is not one. */
+export function parseQueueNotice(payload: string): QueueNotice | undefined {
+  try {
+    const notice = JSON.parse(payload) as Partial<QueueNotice>;
+    const kinds = ['entered', 'offered', 'released', 'left', 'agent'];
+    if (typeof notice.queueId !== 'string' || !kinds.includes(notice.kind as string)) return undefined;
+    if (notice.entryId !== undefined && typeof notice.entryId !== 'string') return undefined;
+    return notice as QueueNotice;
+  } catch {
+    return undefined;
+  }
+}
+
+async function notify(db: Queryable, notice: QueueNotice): Promise<void> {
+  await announce(db, queueChannel, JSON.stringify(notice));
+}
+
+/** The `queue` object of `queue.entered` and `queue.left` (spec section 2). */
+export function entryObject(row: EntryRow) {
+  return {
+    queueId: row.queue_id,
+    entryId: row.id,
+    state: row.state,
+    priority: row.priority,
+    enqueuedAt: row.enqueued_at.toISOString(),
+  };
+}
+
+async function writeQueueEvent(db: Queryable, type: 'queue.entered' | 'queue.left', entry: EntryRow): Promise<void> {
+  const call = await readCall(db, entry.call_id);
+  if (call === undefined) return;
+  await appendEvent(db, {
+    type,
+    ...callEnvelope(call),
+    fields: { callId: call.id, queue: entryObject(entry) },
+  });
+}
+
+async function lockedEntry(db: Queryable, id: string): Promise<EntryRow | undefined> {
+  const result = await db.query<EntryRow>(`SELECT ${columns} FROM queue_entries WHERE id = $1 FOR UPDATE`, [id]);
+  return result.rows[0];
+}
+
+/** An entry as it is now. */
+export async function entryById(db: Queryable, id: string): Promise<EntryRow | undefined> {
+  const result = await db.query<EntryRow>(`SELECT ${columns} FROM queue_entries WHERE id = $1`, [id]);
+  return result.rows[0];
+}
+
+/**
+ * The call enters the queue: its entry `waiting`, `queue.entered`, announced. Undefined when the call ended
+ * meanwhile (nothing is written).
+ */
+export async function enterQueue(
+  pool: pg.Pool,
+  input: { callId: string; queueId: string; engineOwner: string; priority?: number },
+): Promise<EntryRow | undefined> {
+  return inTransaction(pool, async (db) => {
+    const call = await readCall(db, input.callId, true);
+    if (call === undefined || call.ended_at !== null) return undefined;
+    const result = await db.query<EntryRow>(
+      `INSERT INTO queue_entries (queue_id, call_id, workspace_id, priority, engine_owner)
+       VALUES ($1, $2, $3, $4, $5) RETURNING ${columns}`,
+      [input.queueId, input.callId, call.workspace_id, input.priority ?? 0, input.engineOwner],
+    );
+    const entry = result.rows[0] as EntryRow;
+    await writeQueueEvent(db, 'queue.entered', entry);
+    await notify(db, { queueId: entry.queue_id, entryId: entry.id, kind: 'entered' });
+    return entry;
+  });
+}
+
+export interface Distributed {
+  entry: EntryRow;
+  /** The agents offered the entry (one, or every available one for `ring_all`). */
+  memberIds: string[];
+}
+
+/**
+ * Offers the first entry in line of the queue to its next agent (or, `ring_all`, to every available agent): the
+ * entry `offered`, the agents `offered` (their events), announced. Undefined when no entry waits or no agent can be
+ * offered one now.
+ */
+export async function distribute(pool: pg.Pool, queueId: string): Promise<Distributed | undefined> {
+  return inTransaction(pool, async (db) => {
+    const queue = await lockQueue(db, queueId);
+    if (queue === undefined) return undefined;
+    const waiting = await db.query<EntryRow>(
+      `SELECT ${columns} FROM queue_entries
+        WHERE queue_id = $1 AND state IN ('waiting', 'callback') AND left_at IS NULL
+        ORDER BY priority DESC, enqueued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+      [queueId],
+    );
+    const first = waiting.rows[0];
+    if (first === undefined) return undefined;
+    const memberIds = await offerableAgents(
+      db,
+      { id: queue.id, workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+      queue.strategy === 'ring_all' ? 50 : 1,
+    );
+    if (memberIds.length === 0) return undefined;
+    const updated = await db.query<EntryRow>(
+      `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp() WHERE id = $1 RETURNING ${columns}`,
+      [first.id],
+    );
+    for (const memberId of memberIds) {
+      await changeAgentState(db, queue.workspace_id, memberId, {
+        state: 'offered',
+        actor: 'system',
+        entryId: first.id,
+        offeredNow: true,
+      });
+    }
+    await notify(db, { queueId, entryId: first.id, kind: 'offered' });
+    return { entry: updated.rows[0] as EntryRow, memberIds };
+  });
+}
+
+/**
+ * The agent answered the entry: the entry `connected` (`queue.left`), the agent `on_call`, any other agent offered
+ * it (`ring_all`) `available` again. False when the entry was no longer offered (nothing changed).
+ */
+export async function answerEntry(pool: pg.Pool, entryId: string, memberId: string): Promise<boolean> {
+  return inTransaction(pool, async (db) => {
+    const entry = await lockedEntry(db, entryId);
+    if (entry === undefined || entry.state !== 'offered') return false;
+    const agents = await agentsOfEntry(db, entryId);
+    const connected = await db.query<EntryRow>(
+      `UPDATE queue_entries SET state = 'connected', connected_at = clock_timestamp(), left_at = clock_timestamp()
+        WHERE id = $1 RETURNING ${columns}`,
+      [entryId],
+    );
+    await writeQueueEvent(db, 'queue.left', connected.rows[0] as EntryRow);
+    for (const agent of agents) {
+      await changeAgentState(
+        db,
+        entry.workspace_id,
+        agent.member_id,
+        agent.member_id === memberId
+          ? { state: 'on_call', actor: 'system', entryId, answered: true, missedOffers: 'reset' }
+          : { state: 'available', actor: 'system' },
+      );
+    }
+    await notify(db, { queueId: entry.queue_id, entryId, kind: 'left' });
+    return true;
+  });
+}
+
+/**
+ * The offer of the entry ended unanswered: the entry goes back in line in its place (`waiting`, or `callback`),
+ * the agents offered it `available` again. With `missed`, each had an offer missed: the third in a row sends them
+ * `away` (`missed_offers`). Announced, so that distribution goes on.
+ */
+export async function releaseEntry(pool: pg.Pool, entryId: string, missed: boolean, limit: number): Promise<void> {
+  await inTransaction(pool, async (db) => {
+    const entry = await lockedEntry(db, entryId);
+    if (entry === undefined) return;
+    await releaseAgents(db, entry, missed, limit);
+    await requeue(db, entry);
+  });
+}
+
+/** An `offered` entry goes back in line in its place (`waiting`, or `callback`), announced. */
+async function requeue(db: Queryable, entry: EntryRow): Promise<void> {
+  if (entry.state !== 'offered') return;
+  await db.query(
+    `UPDATE queue_entries SET state = CASE WHEN callback_number IS NULL THEN 'waiting' ELSE 'callback' END,
+            offered_at = NULL WHERE id = $1`,
+    [entry.id],
+  );
+  await notify(db, { queueId: entry.queue_id, entryId: entry.id, kind: 'released' });
+}
+
+async function releaseAgents(db: pg.PoolClient, entry: EntryRow, missed: boolean, limit: number): Promise<void> {
+  for (const agent of await agentsOfEntry(db, entry.id)) {
+    if (agent.state !== 'offered') continue;
+    const changed = await changeAgentState(db, entry.workspace_id, agent.member_id, {
+      state: 'available',
+      actor: 'system',
+      ...(missed ? { missedOffers: 'missed' as const } : {}),
+    });
+    if (missed && changed !== undefined && changed.agent.missed_offers >= limit) {
+      await changeAgentState(db, entry.workspace_id, agent.member_id, {
+        state: 'away',
+        reason: 'missed_offers',
+        actor: 'system',
+        missedOffers: 'reset',
+      });
+    }
+  }
+}
+
+/**
+ * The entry leaves the queue unanswered: `abandoned` (the caller hung up) or `overflowed` (`maxWaitSecs`), with
+ * `queue.left`; agents still offered it are `available` again. Nothing when it had left already.
+ */
+export async function leaveQueue(
+  pool: pg.Pool,
+  entryId: string,
+  state: 'abandoned' | 'overflowed',
+  limit: number,
+): Promise<void> {
+  await inTransaction(pool, async (db) => {
+    const entry = await lockedEntry(db, entryId);
+    if (entry === undefined || entry.left_at !== null) return;
+    await releaseAgents(db, entry, false, limit);
+    const left = await db.query<EntryRow>(
+      `UPDATE queue_entries SET state = $2, left_at = clock_timestamp() WHERE id = $1 RETURNING ${columns}`,
+      [entryId, state],
+    );
+    await writeQueueEvent(db, 'queue.left', left.rows[0] as EntryRow);
+    await notify(db, { queueId: entry.queue_id, entryId, kind: 'left' });
+  });
+}
+
+/**
+ * The queue call the agent was on ended: `wrap_up` for the queue's `wrapUpSecs` (straight to `available` when 0).
+ * An agent who set another state during the call keeps it.
+ */
+export async function queueCallEnded(
+  pool: pg.Pool,
+  input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
+): Promise<void> {
+  await inTransaction(pool, async (db) => {
+    const agents = await agentsOfEntry(db, input.entryId);
+    if (!agents.some((agent) => agent.member_id === input.memberId && agent.state === 'on_call')) return;
+    await changeAgentState(
+      db,
+      input.workspaceId,
+      input.memberId,
+      input.wrapUpSecs > 0
+        ? { state: 'wrap_up', actor: 'system', wrapUpSecs: input.wrapUpSecs }
+        : { state: 'available', actor: 'system' },
+    );
+    if (input.wrapUpSecs === 0) await announceAgent(db, input.workspaceId, input.memberId);
+  });
+}
+
+/** Tells every queue that names the member that it may be offered a call now. */
+export async function announceAgent(db: Queryable, workspaceId: string, memberId: string): Promise<void> {
+  for (const queueId of await queuesOfMember(db, workspaceId, memberId)) {
+    await notify(db, { queueId, kind: 'agent' });
+  }
+}
+
+export type PersonSetOutcome =
+  { outcome: 'changed'; previous: string } | { outcome: 'not_found' } | { outcome: 'unreachable' };
+
+/**
+ * A person sets an agent's state (operation 58): `available` needs a live device (else `unreachable`); leaving
+ * `offered` gives the entry back to the line first (it stays first: it keeps its place); `available` is announced
+ * to the member's queues. From `wrap_up`, any state ends the wrap-up.
+ */
+export async function setStateByPerson(
+  pool: pg.Pool,
+  input: { workspaceId: string; memberId: string; state: PersonState; reason: string | null; actor: string },
+): Promise<PersonSetOutcome> {
+  return inTransaction(pool, async (db) => {
+    const reachable = await db.query<{ reachable: boolean }>(
+      `SELECT ${memberHasLiveDevice('m.id', false)} AS reachable FROM members m WHERE m.id = $1 AND m.workspace_id = $2`,
+      [input.memberId, input.workspaceId],
+    );
+    const found = reachable.rows[0];
+    if (found === undefined) return { outcome: 'not_found' };
+    if (input.state === 'available' && !found.reachable) return { outcome: 'unreachable' };
+    const offeredFor = (await agentOf(db, input.workspaceId, input.memberId))?.entry_id ?? null;
+    const entry = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
+    const before = await changeAgentState(db, input.workspaceId, input.memberId, {
+      state: input.state,
+      reason: input.reason,
+      actor: input.actor,
+    });
+    if (before === undefined) return { outcome: 'not_found' };
+    // Offered a caller: the entry goes back in line, in its place, unless another agent is offered it too.
+    if (before.previous === 'offered' && entry !== undefined && (await agentsOfEntry(db, entry.id)).length === 0) {
+      await requeue(db, entry);
+    }
+    if (input.state === 'available') await announceAgent(db, input.workspaceId, input.memberId);
+    return { outcome: 'changed', previous: before.previous };
+  });
+}
+
+/** The ids of the queues where entries this engine holds wait (its distributor's safety-net round). */
+export async function queuesWithWaitingEntries(db: Queryable, engineOwner: string): Promise<string[]> {
+  const result = await db.query<{ queue_id: string }>(
+    `SELECT DISTINCT queue_id FROM queue_entries
+      WHERE engine_owner = $1 AND state IN ('waiting', 'callback') AND left_at IS NULL`,
+    [engineOwner],
+  );
+  return result.rows.map((row) => row.queue_id);
+}
+
+/** Entries of calls this engine held before it restarted: they leave as `abandoned`. */
+export async function abandonOwnedEntries(pool: pg.Pool, engineOwner: string, limit: number): Promise<number> {
+  const owned = await pool.query<{ id: string }>(
+    'SELECT id FROM queue_entries WHERE engine_owner = $1 AND left_at IS NULL',
+    [engineOwner],
+  );
+  for (const { id } of owned.rows) await leaveQueue(pool, id, 'abandoned', limit);
+  return owned.rows.length;
+}

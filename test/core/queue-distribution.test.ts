@@ -1,0 +1,249 @@
+/**
+ * Distribution in PostgreSQL (core/queues/entries.ts, core/agents/agent-states.ts; docs/contact-center.md): queue
+ * entries offered to agents under locks, raced by many connections at once as several engines would; missed offers,
+ * an agent going away mid-offer, a caller hanging up mid-offer, wrap-up; every agent change is one
+ * `agent.state_changed` event, every entry's coming and going `queue.entered` / `queue.left`.
+ */
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import { agentOf, endWrapUps, missedOffersLimit } from '../../core/agents/agent-states.ts';
+import { registerDevice } from '../../core/devices/devices.ts';
+import { createMember } from '../../core/identity/members.ts';
+import {
+  answerEntry,
+  distribute,
+  enterQueue,
+  entryById,
+  leaveQueue,
+  queueCallEnded,
+  releaseEntry,
+  setStateByPerson,
+} from '../../core/queues/entries.ts';
+import { createQueue } from '../../core/routing/queues.ts';
+import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+
+let service: TestService;
+
+test.before(async () => {
+  service = await startService({}, ['api']);
+});
+
+test.after.always(async () => {
+  await service?.close();
+});
+
+/** A workspace with a queue of `agents` members, each with a live browser device, made available in order. */
+async function contactCenter(agents: number, strategy = 'longest_idle', available = true) {
+  const setup = await workspaceWithUser(service);
+  const workspaceId = setup.workspace.id as string;
+  const memberIds: string[] = [];
+  for (let index = 0; index < agents; index += 1) {
+    const member = await createMember(service.pool, {
+      workspaceId,
+      email: `agent${index}-${randomUUID()}@example.com`,
+      scopes: ['calls:*'],
+    });
+    memberIds.push(member.id);
+    await registerDevice(
+      service.pool,
+      workspaceId,
+      { memberId: member.id },
+      { kind: 'browser', name: null, clientId: null },
+    );
+  }
+  const queue = await createQueue(service.pool, workspaceId, { name: 'Support', strategy, wrapUpSecs: 0, memberIds });
+  if (available) {
+    for (const memberId of memberIds) {
+      const set = await setStateByPerson(service.pool, {
+        workspaceId,
+        memberId,
+        state: 'available',
+        reason: null,
+        actor: 'application',
+      });
+      if (set.outcome !== 'changed') throw new Error(`available: ${set.outcome}`);
+    }
+  }
+  const enter = async () => {
+    const call = await liveCall(service.pool, setup);
+    const entry = await enterQueue(service.pool, { callId: call.id, queueId: queue.id, engineOwner: 'engine-test' });
+    if (entry === undefined) throw new Error('no entry');
+    return entry;
+  };
+  return { setup, workspaceId, memberIds, queue, enter };
+}
+
+/** Runs `distribute` on `count` connections at once, as that many engines would. */
+async function race(queueId: string, count = 8) {
+  const results = await Promise.all(Array.from({ length: count }, () => distribute(service.pool, queueId)));
+  return results.filter((result) => result !== undefined);
+}
+
+async function stateOf(workspaceId: string, memberId: string) {
+  return (await agentOf(service.pool, workspaceId, memberId))?.state;
+}
+
+interface AgentPayload {
+  agent: { state: string; previousState: string | null; actor: string; reason: string | null };
+}
+
+async function agentEvents(memberId: string) {
+  const result = await service.pool.query<{ payload: string }>(
+    'SELECT payload::text AS payload FROM events WHERE stream_key = $1 ORDER BY sequence',
+    [`agent:${memberId}`],
+  );
+  return result.rows.map((row) => {
+    const { state, previousState, actor, reason } = (JSON.parse(row.payload) as AgentPayload).agent;
+    return `${previousState}>${state}:${actor}${reason === null ? '' : `:${reason}`}`;
+  });
+}
+
+test('one caller, two agents available: eight racing distributions offer it once, to the agent idle longest', async (t) => {
+  const center = await contactCenter(2);
+  const entry = await center.enter();
+  const offered = await race(center.queue.id);
+  t.is(offered.length, 1);
+  t.deepEqual(offered[0]?.memberIds, [center.memberIds[0]]);
+  t.is((await entryById(service.pool, entry.id))?.state, 'offered');
+  t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'offered');
+  t.is(await stateOf(center.workspaceId, center.memberIds[1] as string), 'available');
+  t.deepEqual(await race(center.queue.id), [], 'nothing more to offer');
+
+  t.true(await answerEntry(service.pool, entry.id, center.memberIds[0] as string));
+  t.false(await answerEntry(service.pool, entry.id, center.memberIds[0] as string), 'answered once');
+  t.is((await entryById(service.pool, entry.id))?.state, 'connected');
+  await queueCallEnded(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: center.memberIds[0] as string,
+    entryId: entry.id,
+    wrapUpSecs: 0,
+  });
+  t.deepEqual(await agentEvents(center.memberIds[0] as string), [
+    'offline>available:application',
+    'available>offered:system',
+    'offered>on_call:system',
+    'on_call>available:system',
+  ]);
+  const queueEvents = await service.pool.query<{ type: string; state: string }>(
+    "SELECT type, (payload::jsonb)->'queue'->>'state' AS state FROM events WHERE stream_key = $1 AND type LIKE $2 ORDER BY sequence",
+    [`call:${entry.call_id}`, 'queue.%'],
+  );
+  t.deepEqual(
+    queueEvents.rows.map((row) => `${row.type}:${row.state}`),
+    ['queue.entered:waiting', 'queue.left:connected'],
+  );
+});
+
+test('one agent, two callers: the first in line is offered; the second once the agent is free again', async (t) => {
+  const center = await contactCenter(1);
+  const first = await center.enter();
+  const second = await center.enter();
+  const offered = await race(center.queue.id);
+  t.is(offered.length, 1);
+  t.is(offered[0]?.entry.id, first.id);
+  t.is((await entryById(service.pool, second.id))?.state, 'waiting');
+  await answerEntry(service.pool, first.id, center.memberIds[0] as string);
+  t.deepEqual(await race(center.queue.id), [], 'the agent is on a call');
+  // Wrap-up: not offered until it is over.
+  await queueCallEnded(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: center.memberIds[0] as string,
+    entryId: first.id,
+    wrapUpSecs: 30,
+  });
+  t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'wrap_up');
+  t.deepEqual(await race(center.queue.id), []);
+  t.is(await endWrapUps(service.pool), 0, 'not over yet');
+  // Thirty seconds later (the row's end moved instead of waiting).
+  await service.pool.query(
+    "UPDATE agent_states SET wrap_up_until = clock_timestamp() - interval '1 second' WHERE member_id = $1",
+    [center.memberIds[0]],
+  );
+  t.true((await endWrapUps(service.pool)) >= 1);
+  const next = await race(center.queue.id);
+  t.is(next[0]?.entry.id, second.id);
+});
+
+test('missed offers put the entry back first in line; the third in a row sends the agent away', async (t) => {
+  const center = await contactCenter(1);
+  const entry = await center.enter();
+  for (let missed = 1; missed <= missedOffersLimit; missed += 1) {
+    const offered = await race(center.queue.id);
+    t.is(offered[0]?.entry.id, entry.id, `offer ${missed}`);
+    await releaseEntry(service.pool, entry.id, true, missedOffersLimit);
+    t.is((await entryById(service.pool, entry.id))?.state, 'waiting');
+  }
+  const agent = await agentOf(service.pool, center.workspaceId, center.memberIds[0] as string);
+  t.is(agent?.state, 'away');
+  t.is(agent?.reason, 'missed_offers');
+  t.deepEqual(await race(center.queue.id), []);
+  const events = await agentEvents(center.memberIds[0] as string);
+  t.is(events.at(-1), 'available>away:system:missed_offers');
+  t.is(events.filter((event) => event === 'available>offered:system').length, missedOffersLimit);
+});
+
+test('an agent going away mid-offer, and a caller hanging up mid-offer, give the agent and entry back', async (t) => {
+  const center = await contactCenter(2);
+  const entry = await center.enter();
+  const [first] = await race(center.queue.id);
+  const offeredTo = first?.memberIds[0] as string;
+  const away = await setStateByPerson(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: offeredTo,
+    state: 'away',
+    reason: 'lunch',
+    actor: `member:${offeredTo}`,
+  });
+  t.like(away, { outcome: 'changed', previous: 'offered' });
+  t.is((await entryById(service.pool, entry.id))?.state, 'waiting', 'back in line');
+  const [second] = await race(center.queue.id);
+  const other = center.memberIds.find((id) => id !== offeredTo) as string;
+  t.deepEqual(second?.memberIds, [other]);
+  await leaveQueue(service.pool, entry.id, 'abandoned', missedOffersLimit);
+  t.is((await entryById(service.pool, entry.id))?.state, 'abandoned');
+  t.is(await stateOf(center.workspaceId, other), 'available', 'the caller hung up: the agent is free, no missed offer');
+  t.is((await agentOf(service.pool, center.workspaceId, other))?.missed_offers, 0);
+  t.deepEqual(await agentEvents(offeredTo), [
+    'offline>available:application',
+    'available>offered:system',
+    `offered>away:member:${offeredTo}:lunch`,
+  ]);
+});
+
+test('available needs a live device; ring_all offers every available agent and the answer frees the others', async (t) => {
+  const center = await contactCenter(3, 'ring_all', false);
+  await service.pool.query('UPDATE devices SET presence_expires_at = NULL WHERE member_id = $1', [center.memberIds[2]]);
+  const unreachable = await setStateByPerson(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: center.memberIds[2] as string,
+    state: 'available',
+    reason: null,
+    actor: 'application',
+  });
+  t.deepEqual(unreachable, { outcome: 'unreachable' });
+  const missing = await setStateByPerson(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: randomUUID(),
+    state: 'away',
+    reason: null,
+    actor: 'application',
+  });
+  t.deepEqual(missing, { outcome: 'not_found' });
+  for (const memberId of center.memberIds.slice(0, 2)) {
+    await setStateByPerson(service.pool, {
+      workspaceId: center.workspaceId,
+      memberId,
+      state: 'available',
+      reason: null,
+      actor: 'application',
+    });
+  }
+  const entry = await center.enter();
+  const offered = await race(center.queue.id);
+  t.is(offered.length, 1);
+  t.deepEqual([...(offered[0]?.memberIds ?? [])].sort(), center.memberIds.slice(0, 2).sort());
+  await answerEntry(service.pool, entry.id, center.memberIds[1] as string);
+  t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'available');
+  t.is(await stateOf(center.workspaceId, center.memberIds[1] as string), 'on_call');
+  t.is(await stateOf(center.workspaceId, center.memberIds[2] as string), 'offline');
+});
