@@ -230,6 +230,7 @@ export async function connectSipDevice(
     phone?.close();
     if (!hungUp) await leg.bye();
     const stats = leg.media.stats;
+    services.metrics.countRtp(stats);
     await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
     return 'answered';
   } finally {

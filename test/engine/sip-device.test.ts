@@ -13,7 +13,7 @@ import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
 import type { RingMode } from '../../core/routing/definition.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
-import { runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
+import { audioPcap, playPcap, runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
 let offsetMs = 0;
@@ -99,6 +99,12 @@ async function deskLine(t: ExecutionContext, localPort: number, expires: number,
   return { line, token, deviceId: device.body.id as string, username };
 }
 
+/** switchboard_rtp_packets_total{direction="in"} in /metrics (counted as calls end). */
+async function rtpPacketsIn(): Promise<number> {
+  const metrics = await service.request('GET', '/metrics');
+  return Number(/^switchboard_rtp_packets_total\{direction="in"\} (\d+)$/m.exec(metrics.text)?.[1] ?? 0);
+}
+
 async function callOf(e164: string) {
   return until('the call', async () => {
     const result = await service.pool.query<{ id: string }>(
@@ -151,7 +157,15 @@ test.serial(
       },
     });
     t.teardown(() => phone.stop());
-    const caller = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1), timeoutSeconds: 40 });
+    const rtpBefore = await rtpPacketsIn();
+    // The caller speaks; the phone (sipp with -rtp_echo) echoes it back through the engine.
+    const caller = await runSipp({
+      scenario: 'answered',
+      sipPort,
+      dialed: line.e164.slice(1),
+      replacements: { MEDIA: playPcap(audioPcap) },
+      timeoutSeconds: 40,
+    });
     t.is(caller.code, 0, sippFailed(caller));
     const answered = await phone.finished;
     t.is(answered.code, 0, sippFailed(answered));
@@ -165,6 +179,13 @@ test.serial(
     );
     const leg = legs.rows[0];
     t.is(leg?.state, 'ended');
+    const legIn = await service.pool.query<{ packets_in: string }>(
+      "SELECT packets_in FROM call_legs WHERE call_id = $1 AND role = 'device'",
+      [callId],
+    );
+    const phoneIn = Number(legIn.rows[0]?.packets_in);
+    t.true(phoneIn > 0, 'the phone sent RTP');
+    t.true((await rtpPacketsIn()) - rtpBefore >= phoneIn, "the desk phone's RTP is counted in /metrics");
     const events = await eventsOf(callId);
     t.deepEqual(
       events.map((event) => event.type),
