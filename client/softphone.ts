@@ -26,6 +26,24 @@ const log = element<HTMLOListElement>('log');
 
 baseUrlField.value = location.origin;
 let phone: Phone | undefined;
+
+/**
+ * This browser's device: a clientId made once and kept in localStorage, so that a reload (or another tab of this
+ * browser) registers the same device again, and another browser of the same person (a second computer, another
+ * profile) is a phone of its own that rings beside it. Where storage is refused, an id for this page only.
+ */
+function browserClientId(): string {
+  const key = 'switchboard-softphone-client-id';
+  const fresh = `softphone-${crypto.randomUUID()}`;
+  try {
+    const kept = localStorage.getItem(key);
+    if (kept !== null && /^[!-~]{1,200}$/.test(kept)) return kept;
+    localStorage.setItem(key, fresh);
+  } catch {
+    // Storage is off for this page: the device lasts as long as the page.
+  }
+  return fresh;
+}
 let muted = false;
 
 function note(text: string): void {
@@ -73,7 +91,7 @@ form.onsubmit = async (event) => {
     baseUrl: baseUrlField.value,
     // Read again on a 401: paste a fresh token into the field and the phone goes on with it.
     fetchToken: async () => tokenField.value.trim(),
-    device: { kind: 'browser', name: 'Softphone page', clientId: 'switchboard-softphone-page' },
+    device: { kind: 'browser', name: 'Softphone page', clientId: browserClientId() },
   });
   phone = started;
   started.on('registered', ({ deviceId }) => {
