@@ -73,6 +73,24 @@ function showMuted(): void {
   muteButton.textContent = phone?.muted === true ? 'Unmute' : 'Mute';
 }
 
+/**
+ * This browser's device: a clientId made once and kept in localStorage, so that a reload (or another tab of this
+ * browser) registers the same device again, and another browser of the same person (a second computer, another
+ * profile) is a phone of its own that rings beside it. Where storage is refused, an id for this page only.
+ */
+function browserClientId(): string {
+  const key = 'switchboard-softphone-client-id';
+  const fresh = `softphone-${crypto.randomUUID()}`;
+  try {
+    const kept = localStorage.getItem(key);
+    if (kept !== null && /^[!-~]{1,200}$/.test(kept)) return kept;
+    localStorage.setItem(key, fresh);
+  } catch {
+    // Storage is off for this page: the device lasts as long as the page.
+  }
+  return fresh;
+}
+
 function note(text: string): void {
   const item = document.createElement('li');
   item.textContent = `${new Date().toLocaleTimeString()} ${text}`;
@@ -129,7 +147,7 @@ form.onsubmit = async (event) => {
     baseUrl: baseUrlField.value,
     // Read again on a 401: paste a fresh token into the field and the phone goes on with it.
     fetchToken: async () => tokenField.value.trim(),
-    device: { kind: 'browser', name: 'Softphone page', clientId: 'switchboard-softphone-page' },
+    device: { kind: 'browser', name: 'Softphone page', clientId: browserClientId() },
   });
   phone = started;
   started.on('registered', ({ deviceId }) => {

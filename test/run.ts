@@ -51,6 +51,8 @@ const realTime = [
   'test/engine/media.test.ts',
   'test/engine/sip-transport.test.ts',
   'test/client/phone.test.ts',
+  'test/client/phone-calls.test.ts',
+  'test/client/phone-rounds.test.ts',
   'test/engine/registrar.test.ts',
   'test/engine/ring.test.ts',
   'test/engine/sip-device.test.ts',

@@ -78,7 +78,6 @@ export async function lockQueueOwner(db: Queryable, id: string): Promise<string 
   return existing.rows[0]?.workspace_id;
 }
 
-
 /** Records the queue as the resource has it; true when the record was made or changed. */
 export async function recordQueue(
   db: Queryable,

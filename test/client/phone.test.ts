@@ -13,7 +13,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import type { BrowserContext, Page } from 'playwright-core';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import type { CallRow } from '../../core/calls/calls.ts';
 import { callOffers, makeOffers } from '../../core/devices/offers.ts';
 import { WebRtcEndpoint, type WebRtcState } from '../../engine/media/webrtc.ts';
@@ -25,7 +25,7 @@ import {
   userToken as sessionToken,
   workspaceWithUser,
 } from '../helpers/service.ts';
-import { launchChromium, pageHears, toneWav } from '../helpers/chromium.ts';
+import { chromiumArgs, keepNamesShim, pageHears, toneWav } from '../helpers/phone-pages.ts';
 import { sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
 
 // This worker makes RTCAudioSources (the engine's endpoints): end it as `process.exit` would, or the binding's N-API
@@ -41,7 +41,12 @@ test.before(async () => {
   work = await mkdtemp(path.join(os.tmpdir(), 'switchboard-phone-'));
   const wav = path.join(work, 'microphone.wav');
   await writeFile(wav, toneWav());
-  browser = await launchChromium(path.join(work, 'profile'), wav);
+  browser = await chromium.launchPersistentContext(path.join(work, 'profile'), {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: chromiumArgs(wav),
+  });
+  await browser.addInitScript(keepNamesShim);
 });
 
 test.after.always(async () => {

@@ -57,7 +57,8 @@ export interface SippRun {
 }
 
 export async function runSipp(options: {
-  scenario: 'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled' | 'register-digest';
+  scenario:
+    'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled' | 'register-digest' | 'phone-caller';
   /** SIP over UDP (default) or TCP. */
   transport?: 'udp' | 'tcp';
   sipPort: number;
