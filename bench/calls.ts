@@ -22,7 +22,6 @@
  * BENCH_CALLS_RAMP_RATE (calls/s while the concurrent calls start), BENCH_CALLS_ENGINE_NODE_ARGS (e.g. --cpu-prof).
  */
 import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -50,7 +49,7 @@ import {
   startEngine,
 } from './engine-process.ts';
 import { holdCalls } from './held-calls.ts';
-import { failedOf, mediaFor, type SippStats, sippStats, startSipp, uacArgs } from './sipp-runs.ts';
+import { failedOf, mediaFor, runUac, type SippStats, startSipp } from './sipp-runs.ts';
 
 const rate = Number(process.env.BENCH_CALLS_RATE ?? 200);
 const total = Number(process.env.BENCH_CALLS_TOTAL ?? rate * 10);
@@ -126,7 +125,6 @@ try {
 
   const work = await mkdtemp(path.join(os.tmpdir(), 'sipp-bench-'));
   workDir = work;
-  /** One UAC run of `calls` calls at `callRate` against `target`; its statistics. */
   const answererCpu = (pid: number | undefined) => (pid === undefined ? 0 : cpuSeconds(pid).catch(() => 0));
   /** One UAC run; with `answerer`, that process's CPU share over the run (and the host's). */
   const uacRun = async (options: {
@@ -136,28 +134,20 @@ try {
     limit: number;
     answerer?: number;
   }) => {
-    const statsFile = path.join(work, `stats-${randomUUID()}.csv`);
-    const seconds = Math.ceil(options.calls / options.callRate) + 60;
-    const args = [
-      ...options.scenarioArgs,
-      ...(await uacArgs({
-        calls: options.calls,
-        rate: options.callRate,
-        limit: options.limit,
-        statsFile,
-        seconds,
-      })),
-    ];
+    const target = options.scenarioArgs.at(-1) ?? '';
     const began = { at: performance.now(), cpu: await answererCpu(options.answerer), host: await hostCpu() };
-    const sipp = startSipp(args, work);
-    children.push(sipp.child);
-    const result = await sipp.done;
+    const run = await runUac({
+      work,
+      args: options.scenarioArgs.slice(0, -1),
+      target,
+      calls: options.calls,
+      rate: options.callRate,
+      limit: options.limit,
+      started: (sipp) => children.push(sipp.child),
+    });
     const wall = (performance.now() - began.at) / 1000;
     const cpu = ((await answererCpu(options.answerer)) - began.cpu) / wall;
-    const host = hostShare(began.host, await hostCpu());
-    const stats = await sippStats(statsFile).catch(() => undefined);
-    if (stats === undefined) throw new Error(`sipp wrote no statistics (exit ${result.code}): ${result.output}`);
-    return { ...stats, cpu, hostShare: host, code: result.code, output: result.output };
+    return { ...run, cpu, hostShare: hostShare(began.host, await hostCpu()) };
   };
 
   process.stdout.write(

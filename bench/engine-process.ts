@@ -169,15 +169,21 @@ export async function startEngine(options: {
   return engine;
 }
 
-/** A REST call with an application key (a workspace's when `workspaceId` is given); throws unless it succeeded. */
-export type ApiCall = (method: string, route: string, body: unknown, workspaceId?: string) => Promise<{ id: string }>;
+/** A REST call with a credential (for a key, in a workspace when `workspaceId` is given); throws unless it succeeded. */
+export type ApiCall = <T = { id: string }>(
+  method: string,
+  route: string,
+  body: unknown,
+  workspaceId?: string,
+) => Promise<T>;
 
-export function apiCaller(apiUrl: string, apiKey: string): ApiCall {
-  return async (method, route, body, workspaceId) => {
+/** REST calls to `apiUrl` with the bearer credential `credential` (an application key or a token). */
+export function apiCaller(apiUrl: string, credential: string): ApiCall {
+  return async <T>(method: string, route: string, body: unknown, workspaceId?: string) => {
     const response = await fetch(`${apiUrl}/api/v1${route}`, {
       method,
       headers: {
-        authorization: `Bearer ${apiKey}`,
+        authorization: `Bearer ${credential}`,
         'content-type': 'application/json',
         'idempotency-key': randomUUID(),
         ...(workspaceId === undefined ? {} : { 'x-service-workspace-id': workspaceId }),
@@ -186,7 +192,7 @@ export function apiCaller(apiUrl: string, apiKey: string): ApiCall {
     });
     const text = await response.text();
     if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-    return JSON.parse(text) as { id: string };
+    return JSON.parse(text) as T;
   };
 }
 

@@ -39,6 +39,8 @@ export interface HeldCalls {
   /** (peak - before) / lowest, MB. */
   perCallMb: number;
   sippShare: number;
+  /** The CPU share (of one core) over the plateau of each process of `watch`. */
+  watched: Record<string, number>;
   hostShare: number;
   /** Datagrams dropped for a full receive buffer since the run began: SIP socket, RTP sockets (and how many). */
   dropped: { sip: number; rtp: number; rtpSockets: number };
@@ -67,8 +69,8 @@ export async function holdCalls(options: {
   holdSeconds: number;
   /** The column that says a call is up: answered (any plan) or connected (bridged to a far end or a device). */
   up: 'answered_at' | 'connected_at';
-  /** Called about every second while the calls are held (e.g. to watch other processes). */
-  onTick?: () => Promise<void>;
+  /** Other processes whose CPU is read over the plateau, by name. */
+  watch?: Record<string, number>;
 }): Promise<HeldCalls> {
   const { pool, engine, count, rampRate } = options;
   const since = await databaseNow(pool);
@@ -118,7 +120,6 @@ export async function holdCalls(options: {
     peak = Math.max(peak, now);
     const at = performance.now();
     if ((at >= rampEnd + 2000 && now >= count) || at >= Math.min(rampEnd + 10_000, plateauTo - 1000)) break;
-    await options.onTick?.();
     await sleep(250);
   }
   const plateauStart = {
@@ -126,6 +127,7 @@ export async function holdCalls(options: {
     engine: await cpuSeconds(engine.pid),
     sipp: await cpuSeconds(sippPid).catch(() => 0),
     host: await hostCpu(),
+    watched: await cpuOf(options.watch ?? {}),
   };
   let lowest = Number.POSITIVE_INFINITY;
   let rssPeak = 0;
@@ -134,7 +136,6 @@ export async function holdCalls(options: {
     peak = Math.max(peak, now);
     lowest = Math.min(lowest, now);
     rssPeak = Math.max(rssPeak, await rssMb(engine.pid));
-    await options.onTick?.();
     await sleep(1000);
   } while (performance.now() < plateauTo);
   const plateauSeconds = (performance.now() - plateauStart.at) / 1000;
@@ -150,21 +151,17 @@ export async function holdCalls(options: {
   const engineShare = ((await cpuSeconds(engine.pid)) - plateauStart.engine) / plateauSeconds;
   const sippShare = ((await cpuSeconds(sippPid).catch(() => plateauStart.sipp)) - plateauStart.sipp) / plateauSeconds;
   const host = hostShare(plateauStart.host, await hostCpu());
-  const run = await Promise.race([
-    sipp.done,
-    (async () => {
-      // Keeps ticking while the calls end.
-      for (;;) {
-        await options.onTick?.();
-        await sleep(250);
-        if (sipp.child.exitCode !== null || sipp.child.signalCode !== null) return sipp.done;
-      }
-    })(),
-  ]);
+  const watchedEnd = await cpuOf(options.watch ?? {});
+  const watched = Object.fromEntries(
+    Object.entries(watchedEnd).map(([name, cpu]) => [
+      name,
+      (cpu - (plateauStart.watched[name] ?? cpu)) / plateauSeconds,
+    ]),
+  );
+  const run = await sipp.done;
   const media = await sippStats(statsFile).catch(() => undefined);
   if (media === undefined) throw new Error(`sipp wrote no statistics (exit ${run.code}): ${run.output}`);
   const byReason = await drained(pool, options.numbers, since);
-  await options.onTick?.();
   engine.alive();
   if (lowest === Number.POSITIVE_INFINITY) lowest = peak;
   return {
@@ -178,6 +175,7 @@ export async function holdCalls(options: {
     rssPeak,
     perCallMb: lowest > 0 ? (rssPeak - rssBefore) / lowest : 0,
     sippShare,
+    watched,
     hostShare: host,
     dropped,
     media,
@@ -186,4 +184,12 @@ export async function holdCalls(options: {
     reasons: byReason,
     since,
   };
+}
+
+/** CPU seconds so far of each named process (0 for one that is gone). */
+async function cpuOf(pids: Record<string, number>): Promise<Record<string, number>> {
+  const entries = await Promise.all(
+    Object.entries(pids).map(async ([name, pid]) => [name, await cpuSeconds(pid).catch(() => 0)] as const),
+  );
+  return Object.fromEntries(entries);
 }

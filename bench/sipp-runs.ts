@@ -4,7 +4,9 @@
  * the INVITE send times of its message trace.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { freePort } from '../test/helpers/free-port.ts';
 
 /** The audio sipp plays to the engine (Debian's sip-tester: G.711 A-law). */
@@ -29,13 +31,26 @@ export async function pcapLength(file: string): Promise<{ packets: number; ms: n
 
 /**
  * The MEDIA placeholder of a scenario that plays `pcap` for about `holdMs` (back to back: each play is followed by a
- * pause of its length), and the HOLD_MS that fills the rest; `loops` is how many times it plays.
+ * pause of its length), and the HOLD_MS that fills the rest; `loops` is how many times it plays. With `throughout`,
+ * it plays until the hangup (the last play is cut short by the BYE) and HOLD_MS is 0.
  */
-export async function mediaFor(holdMs: number, pcap = audioPcap) {
+export async function mediaFor(holdMs: number, options: { pcap?: string; throughout?: boolean } = {}) {
+  const pcap = options.pcap ?? audioPcap;
   const length = await pcapLength(pcap);
+  const play = (pauseMs: number) =>
+    `<nop><action><exec play_pcap_audio="${pcap}"/></action></nop><pause milliseconds="${pauseMs}"/>`;
+  if (options.throughout) {
+    const loops = Math.max(1, Math.ceil(holdMs / length.ms));
+    const MEDIA = play(length.ms).repeat(loops - 1) + play(holdMs - (loops - 1) * length.ms);
+    return { MEDIA, HOLD_MS: '0', loops, pcap: length };
+  }
   const loops = Math.max(1, Math.floor(holdMs / length.ms));
-  const play = `<nop><action><exec play_pcap_audio="${pcap}"/></action></nop><pause milliseconds="${length.ms}"/>`;
-  return { MEDIA: play.repeat(loops), HOLD_MS: String(Math.max(0, holdMs - loops * length.ms)), loops, pcap: length };
+  return {
+    MEDIA: play(length.ms).repeat(loops),
+    HOLD_MS: String(Math.max(0, holdMs - loops * length.ms)),
+    loops,
+    pcap: length,
+  };
 }
 
 export interface SippStats {
@@ -131,6 +146,42 @@ export async function uacArgs(options: {
     '1',
     '-nostdin',
   ];
+}
+
+export interface UacRun extends SippStats {
+  code: number | null;
+  output: string;
+}
+
+/**
+ * One sipp UAC run in `work` to `target` (host:port): `calls` calls at `rate` calls/s, at most `limit` at once, with
+ * the scenario (and anything else) of `args`; resolves with its statistics once it exited. `started` hears the
+ * process (to watch or stop it).
+ */
+export async function runUac(options: {
+  work: string;
+  args: string[];
+  target: string;
+  calls: number;
+  rate: number;
+  limit: number;
+  started?: (sipp: Sipp) => void;
+}): Promise<UacRun> {
+  const statsFile = path.join(options.work, `stats-${randomUUID()}.csv`);
+  const seconds = Math.ceil(options.calls / options.rate) + 60;
+  const sipp = startSipp(
+    [
+      ...options.args,
+      ...(await uacArgs({ calls: options.calls, rate: options.rate, limit: options.limit, statsFile, seconds })),
+      options.target,
+    ],
+    options.work,
+  );
+  options.started?.(sipp);
+  const result = await sipp.done;
+  const stats = await sippStats(statsFile).catch(() => undefined);
+  if (stats === undefined) throw new Error(`sipp wrote no statistics (exit ${result.code}): ${result.output}`);
+  return { ...stats, code: result.code, output: result.output };
 }
 
 /**
