@@ -38,6 +38,10 @@
  * Targets: 100 concurrent bridged browser calls on 2 cores with no audio loss; offer p99 under 200 ms at 20/s; the
  * losing devices hear the withdrawal within a second of the accept. A missed target prints NOT MET; the exit code
  * is non-zero only when the run itself broke (setup failed, a process died, no call completed).
+ *
+ * Shorter or other runs: BENCH_PHONES_CONCURRENT (100), BENCH_PHONES_HOLD_SECONDS (20), BENCH_PHONES_RAMP_RATE (20),
+ * BENCH_PHONES_OFFER_RATE (20), BENCH_PHONES_OFFER_SECONDS (15), BENCH_PHONES_WITHDRAW_RATE (10),
+ * BENCH_PHONES_WITHDRAW_SECONDS (the offer seconds), BENCH_PHONES_ENGINE_NODE_ARGS (e.g. --cpu-prof).
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -47,24 +51,15 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startRoles } from '../app/roles.ts';
 import { loadConfig } from '../core/config.ts';
-import { createApplication } from '../core/identity/applications.ts';
-import { defaultKeyScopes } from '../core/scopes.ts';
 import { runCli } from '../test/helpers/cli.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 import { writeScenario } from '../test/helpers/sipp.ts';
 import { scratchDatabase } from './database.ts';
-import {
-  apiCaller,
-  databaseNow,
-  drained,
-  type EngineProcess,
-  numberRunning,
-  sleep,
-  startEngine,
-} from './engine-process.ts';
+import { databaseNow, drained, type EngineProcess, sleep, startEngine } from './engine-process.ts';
 import { holdCalls } from './held-calls.ts';
 import type { FromBrowsers, PhoneSpec, ToBrowsers } from './phone-browsers.ts';
 import { type CallTimes, type LegRow, report, type Phases } from './phone-figures.ts';
+import { addSecondDevices, setUpPeople } from './phone-setup.ts';
 import { inviteSendTimes, mediaFor, runUac, startSipp } from './sipp-runs.ts';
 
 const concurrent = Number(process.env.BENCH_PHONES_CONCURRENT ?? 100);
@@ -145,59 +140,8 @@ try {
   );
   const apiUrl = api.url;
 
-  // The workspace, its users, their devices and numbers, made the way a backend and its users' phones would.
   process.stdout.write(`setting up ${users} users, devices and numbers ...\n`);
-  const { apiKey } = await createApplication(pool, 'bench', defaultKeyScopes);
-  const call = apiCaller(apiUrl, apiKey);
-  const workspace = await call('POST', '/workspaces', {
-    externalWorkspaceId: 'bench',
-    name: 'Bench',
-    timezone: 'Europe/Paris',
-    limits: { concurrentCalls: 10_000, devicesPerUser: 5 },
-  });
-  const people: { token: string; number: string; first: string; second?: string }[] = [];
-  for (let from = 0; from < users; from += 10) {
-    const batch = Array.from({ length: Math.min(10, users - from) }, async (_, offset) => {
-      const externalUserId = `user-${from + offset}`;
-      const user = await call('POST', '/users', { externalUserId, displayName: externalUserId }, workspace.id);
-      const { token } = await call<{ token: string }>('POST', '/sessions', {
-        externalWorkspaceId: 'bench',
-        externalUserId,
-        scopes: ['devices:*'],
-      });
-      const device = await apiCaller(apiUrl, token)('POST', '/devices', { kind: 'browser', clientId: 'first' });
-      const number = await numberRunning(pool, call, workspace.id, '630', {
-        entry: 'ring',
-        steps: {
-          ring: {
-            type: 'ring',
-            targets: [{ userId: user.id }],
-            strategy: 'simultaneous',
-            timeoutSecs: 30,
-            next: 'bye',
-          },
-          bye: { type: 'hangup', message: null },
-        },
-      });
-      return { token, number, first: device.id };
-    });
-    people.push(...(await Promise.all(batch)));
-  }
-  const ringNumbers = people.map((person) => person.number);
-  const forwardNumber = await numberRunning(
-    pool,
-    call,
-    workspace.id,
-    '631',
-    {
-      entry: 'fwd',
-      steps: {
-        fwd: { type: 'forward', to: '+15550009999', timeoutSecs: 30, next: 'bye' },
-        bye: { type: 'hangup', message: null },
-      },
-    },
-    'far',
-  );
+  const { people, ringNumbers, forwardNumber } = await setUpPeople(pool, apiUrl, users, 'far');
   const numbersFile = path.join(work, 'numbers.csv');
   await writeFile(numbersFile, `SEQUENTIAL\n${ringNumbers.map((number) => `${number.slice(1)};`).join('\n')}\n`);
   const media = await mediaFor(holdSeconds * 1000, { throughout: true });
@@ -283,12 +227,9 @@ try {
 
   // 1a. Carrier-only: a forward to sipp's UAS, on a fresh engine.
   engine = await startEngine({ databaseUrl: database.url, dataDir, nodeArgs });
+  const mediaPort = await freePort();
   const far = startSipp(
-    ['-sn', 'uas', '-rtp_echo', '-i', '127.0.0.1', '-p', String(farPort), '-mi', '127.0.0.1'].concat([
-      '-mp',
-      String(await freePort()),
-      '-nostdin',
-    ]),
+    ['-sn', 'uas', '-rtp_echo', '-i', '127.0.0.1', '-p', String(farPort), '-mi', '127.0.0.1', '-mp', String(mediaPort)],
     work,
   );
   children.push(far.child);
@@ -367,10 +308,7 @@ try {
 
   await unringable('after the offer run');
   // 3. Withdrawal: a second device per user that only long-polls; the first accepts.
-  for (const person of people) {
-    const device = await apiCaller(apiUrl, person.token)('POST', '/devices', { kind: 'browser', clientId: 'second' });
-    person.second = device.id;
-  }
+  await addSecondDevices(apiUrl, people);
   tell({ type: 'phones', apiUrl, phones: phones(true, true) });
   process.stdout.write(`measuring withdrawals at ${withdrawRate}/s for ${withdrawSeconds} s ...\n`);
   since = await databaseNow(pool);
