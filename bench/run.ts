@@ -7,7 +7,9 @@
  * load comes from autocannon in a child process (bench/load.ts) so it never competes for this event loop.
  *
  * Target: an authenticated read reaches at least 40% of the bare route's requests per second.
- * Then the events bench (bench/events.ts): events committed and delivered end to end, and their delivery delay.
+ * Then the events bench (bench/events.ts): events committed and delivered end to end, and their delivery delay; the
+ * routing plan validation bench (bench/plans.ts); the calls bench (bench/calls.ts); the phones bench (bench/phones.ts:
+ * concurrent browser calls beside carrier-only ones, offer and withdrawal latency). Each runs in a process of its own.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -200,21 +202,21 @@ try {
   await database.close();
 }
 
-// The events bench runs in a process of its own, which trusts the test certificate of its HTTPS receiver.
-process.stdout.write('\n');
-const events = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./events.ts', import.meta.url))], {
-  stdio: 'inherit',
-  env: { ...process.env, NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)) },
+/** Runs another bench (a file beside this one) in a process of its own; resolves with its exit code. */
+function runBench(file: string, env: NodeJS.ProcessEnv = process.env): Promise<number | null> {
+  process.stdout.write('\n');
+  const child = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL(file, import.meta.url))], {
+    stdio: 'inherit',
+    env,
+  });
+  return new Promise((resolve) => child.once('close', resolve));
+}
+
+// The events bench trusts the test certificate of its HTTPS receiver.
+const eventsCode = await runBench('./events.ts', {
+  ...process.env,
+  NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)),
 });
-const eventsCode = await new Promise<number | null>((resolve) => events.once('close', resolve));
-process.stdout.write('\n');
-const plans = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./plans.ts', import.meta.url))], {
-  stdio: 'inherit',
-});
-const plansCode = await new Promise<number | null>((resolve) => plans.once('close', resolve));
-process.stdout.write('\n');
-const calls = spawn(process.execPath, ['--import=tsx', fileURLToPath(new URL('./calls.ts', import.meta.url))], {
-  stdio: 'inherit',
-});
-const callsCode = await new Promise<number | null>((resolve) => calls.once('close', resolve));
-process.exit(failed || eventsCode !== 0 || plansCode !== 0 || callsCode !== 0 ? 1 : 0);
+const codes = [eventsCode];
+for (const file of ['./plans.ts', './calls.ts', './phones.ts']) codes.push(await runBench(file));
+process.exit(failed || codes.some((code) => code !== 0) ? 1 : 0);

@@ -16,6 +16,8 @@ export interface FakeBrowser {
   /** Sends 10 ms of 48 kHz mono PCM. */
   send(samples: Int16Array): void;
   connected(timeoutMs?: number): Promise<void>;
+  /** The peer connection's statistics (its inbound-rtp, outbound-rtp and remote-inbound-rtp among them). */
+  getStats(): Promise<RTCStatsReport>;
   close(): void;
 }
 
@@ -50,6 +52,7 @@ export async function answerOffer(offer: string, keepAudio = true): Promise<Fake
         check();
       });
     },
+    getStats: () => pc.getStats(),
     close() {
       if (closed) return;
       closed = true;
