@@ -288,15 +288,6 @@ export async function announceAgent(db: Queryable, workspaceId: string, memberId
 export type PersonSetOutcome =
   { outcome: 'changed'; previous: string } | { outcome: 'not_found' } | { outcome: 'unreachable' };
 
-/**
- * A person sets an agent's state (operation 58): `available` needs a live device (else `unreachable`); leaving
- * `offered` gives the entry back to the line first (it stays first: it keeps its place); `available` is announced
- * to the member's queues. From `wrap_up`, any state ends the wrap-up.
- */
-export async function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Promise<PersonSetOutcome> {
-  return inTransaction(pool, (db) => changeStateByPerson(db, input));
-}
-
 export interface PersonSetInput {
   workspaceId: string;
   memberId: string;
@@ -305,7 +296,7 @@ export interface PersonSetInput {
   actor: string;
 }
 
-/** `setStateByPerson` inside the caller's transaction (operation 58's idempotent one). */
+/** `setStateByPerson` inside the caller's transaction (operation 58 runs it in its idempotent one). */
 export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInput): Promise<PersonSetOutcome> {
   const reachable = await db.query<{ reachable: boolean }>(
     `SELECT ${memberHasLiveDevice('m.id', false)} AS reachable FROM members m WHERE m.id = $1 AND m.workspace_id = $2`,
@@ -328,6 +319,17 @@ export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInp
   }
   if (input.state === 'available') await announceAgent(db, input.workspaceId, input.memberId);
   return { outcome: 'changed', previous: before.previous };
+}
+
+/**
+ * A person sets an agent's state (operation 58): `available` needs a live device (else `unreachable`); leaving
+ * `offered` gives the entry back to the line first (it stays first: it keeps its place); `available` is announced
+ * to the member's queues. From `wrap_up`, any state ends the wrap-up.
+ */
+export async function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Promise<PersonSetOutcome> {
+  return inTransaction(pool, async (db) => {
+    return changeStateByPerson(db, input);
+  });
 }
 
 /** The ids of the queues where entries this engine holds wait (its distributor's safety-net round). */
