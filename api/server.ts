@@ -11,6 +11,8 @@ import { checkIdempotencyKey, IdempotencyUpkeep } from './idempotency.ts';
 import { openApiDocument } from './openapi.ts';
 import { isMutation, operations } from './operations.ts';
 import type { Services } from './route.ts';
+import { registerQueueGauges } from './queue-gauges.ts';
+import { agentRoutes } from './routes/agents.ts';
 import { aiAgentRoutes } from './routes/ai-agents.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
 import { callRoutes } from './routes/calls.ts';
@@ -21,6 +23,7 @@ import { numberRoutes } from './routes/numbers.ts';
 import { offerRoutes } from './routes/offers.ts';
 import { phoneRoutes } from './routes/phone.ts';
 import { queueRoutes } from './routes/queues.ts';
+import { realtimeRoutes } from './routes/realtime.ts';
 import { routingPlanRoutes } from './routes/routing-plans.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
 import { sessionRoutes } from './routes/sessions.ts';
@@ -81,6 +84,13 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   callRoutes(app, services);
   deviceRoutes(app, services);
   offerRoutes(app, services);
+  agentRoutes(app, services);
+  realtimeRoutes(app, services);
+  if (services.registry !== undefined) {
+    registerQueueGauges(services.registry, services.pool, (error) =>
+      app.log.warn({ err: error }, 'could not read the queue gauges'),
+    );
+  }
   // The softphone page and the browser library: static, outside /api/v1.
   phoneRoutes(app);
 

@@ -260,3 +260,62 @@ export async function endWrapUps(pool: pg.Pool): Promise<number> {
   }
   return ended;
 }
+
+/** One queue's agents in one state (the live figures, operation 81; docs/contact-center.md, "Live figures"). */
+export interface QueueAgentCount {
+  queue_id: string;
+  name: string;
+  /** Null for the one row of a queue without members. */
+  state: AgentState | null;
+  agents: number;
+}
+
+/**
+ * The agents of queues by state: the workspace's queues (ordered by name), or the queues named. A member without a
+ * state is `offline`; a queue without members gives one row of state null. One statement, from the queues' rows
+ * (by workspace or id) to each member's row and state by key (primary keys).
+ */
+export async function agentCountsByQueue(
+  db: Queryable,
+  queues: { workspaceId: string } | { queueIds: readonly string[] },
+): Promise<QueueAgentCount[]> {
+  const byWorkspace = 'workspaceId' in queues;
+  // A named (prepared) statement: planned once per connection, as wallboards ask every few seconds. The workspace
+  // is compared with IS NOT DISTINCT FROM (both are never null) so that members are looked up by primary key and
+  // checked after, instead of every member of the workspace being read for each queue.
+  const result = await db.query<QueueAgentCount>({
+    name: byWorkspace ? 'agent-counts-of-workspace' : 'agent-counts-of-queues',
+    text: `SELECT q.id AS queue_id, q.name, m.state, count(m.id)::int AS agents
+       FROM queues q
+       LEFT JOIN LATERAL (SELECT mm.id, coalesce(a.state, 'offline') AS state
+                            FROM members mm LEFT JOIN agent_states a ON a.member_id = mm.id
+                           WHERE mm.id = ANY (q.member_ids)
+                             AND mm.workspace_id IS NOT DISTINCT FROM q.workspace_id) AS m ON true
+      WHERE ${byWorkspace ? 'q.workspace_id = $1' : 'q.id = ANY ($1::uuid[])'}
+      GROUP BY q.id, q.name, m.state
+      ORDER BY q.name, q.id`,
+    values: [byWorkspace ? queues.workspaceId : [...queues.queueIds]],
+  });
+  return result.rows;
+}
+
+/**
+ * The queues, of every workspace, naming at least one agent who is not `offline`, those with the most such agents
+ * first, at most `limit` (the Prometheus gauges' choice of queues, api/queue-gauges.ts). From the agents' rows that
+ * are not offline (index `agent_states_signed_in`) to their workspaces' queues (`queues_page`), whose members' rows
+ * are read by key: workspaces where everyone is offline are never read.
+ */
+export async function queuesWithAgentsOn(db: Queryable, limit: number): Promise<string[]> {
+  const result = await db.query<{ queue_id: string }>(
+    `SELECT q.id AS queue_id
+       FROM (SELECT DISTINCT workspace_id FROM agent_states WHERE state <> 'offline') AS w
+       JOIN queues q ON q.workspace_id = w.workspace_id
+       CROSS JOIN LATERAL (SELECT count(*) AS agents FROM agent_states a
+                            WHERE a.member_id = ANY (q.member_ids) AND a.state <> 'offline') AS signed_in
+      WHERE signed_in.agents > 0
+      ORDER BY signed_in.agents DESC, q.id
+      LIMIT $1`,
+    [limit],
+  );
+  return result.rows.map((row) => row.queue_id);
+}

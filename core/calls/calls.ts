@@ -308,6 +308,20 @@ export async function workspaceCall(db: Queryable, id: string, workspaceId: stri
   return result.rows[0];
 }
 
+/**
+ * The workspace's calls not ended, counted by state (the live figures, operation 81): one statement on the live
+ * calls' index `calls_workspace_live`, whatever the workspace's history; named (prepared once per connection).
+ */
+export async function liveCallCounts(db: Queryable, workspaceId: string): Promise<{ state: string; calls: number }[]> {
+  const result = await db.query<{ state: string; calls: number }>({
+    name: 'live-call-counts',
+    text: `SELECT state, count(*)::int AS calls FROM calls WHERE workspace_id = $1 AND ended_at IS NULL
+            GROUP BY state ORDER BY state`,
+    values: [workspaceId],
+  });
+  return result.rows;
+}
+
 export interface LegRow {
   id: string;
   role: string;

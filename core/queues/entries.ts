@@ -288,37 +288,47 @@ export async function announceAgent(db: Queryable, workspaceId: string, memberId
 export type PersonSetOutcome =
   { outcome: 'changed'; previous: string } | { outcome: 'not_found' } | { outcome: 'unreachable' };
 
+export interface PersonSetInput {
+  workspaceId: string;
+  memberId: string;
+  state: PersonState;
+  reason: string | null;
+  actor: string;
+}
+
+/** `setStateByPerson` inside the caller's transaction (operation 58 runs it in its idempotent one). */
+export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInput): Promise<PersonSetOutcome> {
+  const reachable = await db.query<{ reachable: boolean }>(
+    `SELECT ${memberHasLiveDevice('m.id', false)} AS reachable FROM members m WHERE m.id = $1 AND m.workspace_id = $2`,
+    [input.memberId, input.workspaceId],
+  );
+  const found = reachable.rows[0];
+  if (found === undefined) return { outcome: 'not_found' };
+  if (input.state === 'available' && !found.reachable) return { outcome: 'unreachable' };
+  const offeredFor = (await agentOf(db, input.workspaceId, input.memberId))?.entry_id ?? null;
+  const entry = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
+  const before = await changeAgentState(db, input.workspaceId, input.memberId, {
+    state: input.state,
+    reason: input.reason,
+    actor: input.actor,
+  });
+  if (before === undefined) return { outcome: 'not_found' };
+  // Offered a caller: the entry goes back in line, in its place, unless another agent is offered it too.
+  if (before.previous === 'offered' && entry !== undefined && (await agentsOfEntry(db, entry.id)).length === 0) {
+    await requeue(db, entry);
+  }
+  if (input.state === 'available') await announceAgent(db, input.workspaceId, input.memberId);
+  return { outcome: 'changed', previous: before.previous };
+}
+
 /**
  * A person sets an agent's state (operation 58): `available` needs a live device (else `unreachable`); leaving
  * `offered` gives the entry back to the line first (it stays first: it keeps its place); `available` is announced
  * to the member's queues. From `wrap_up`, any state ends the wrap-up.
  */
-export async function setStateByPerson(
-  pool: pg.Pool,
-  input: { workspaceId: string; memberId: string; state: PersonState; reason: string | null; actor: string },
-): Promise<PersonSetOutcome> {
+export async function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Promise<PersonSetOutcome> {
   return inTransaction(pool, async (db) => {
-    const reachable = await db.query<{ reachable: boolean }>(
-      `SELECT ${memberHasLiveDevice('m.id', false)} AS reachable FROM members m WHERE m.id = $1 AND m.workspace_id = $2`,
-      [input.memberId, input.workspaceId],
-    );
-    const found = reachable.rows[0];
-    if (found === undefined) return { outcome: 'not_found' };
-    if (input.state === 'available' && !found.reachable) return { outcome: 'unreachable' };
-    const offeredFor = (await agentOf(db, input.workspaceId, input.memberId))?.entry_id ?? null;
-    const entry = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
-    const before = await changeAgentState(db, input.workspaceId, input.memberId, {
-      state: input.state,
-      reason: input.reason,
-      actor: input.actor,
-    });
-    if (before === undefined) return { outcome: 'not_found' };
-    // Offered a caller: the entry goes back in line, in its place, unless another agent is offered it too.
-    if (before.previous === 'offered' && entry !== undefined && (await agentsOfEntry(db, entry.id)).length === 0) {
-      await requeue(db, entry);
-    }
-    if (input.state === 'available') await announceAgent(db, input.workspaceId, input.memberId);
-    return { outcome: 'changed', previous: before.previous };
+    return changeStateByPerson(db, input);
   });
 }
 

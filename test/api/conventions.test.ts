@@ -893,9 +893,12 @@ test('/openapi.json describes the 81 operations', async (t) => {
     50,
     51,
     52,
+    57,
+    58,
     ...Array.from({ length: 8 }, (_, index) => index + 59),
     ...Array.from({ length: 7 }, (_, index) => index + 73),
     80,
+    81,
   ]);
   const optionalBodies = new Set([
     'createMemberSession',
