@@ -84,7 +84,7 @@ async function browserHears(browser: FakeBrowser, skipSeconds: number, seconds: 
   return browser.heard.slice(start + skipSeconds * rate, start + (skipSeconds + seconds) * rate);
 }
 
-test('the engine offers audio only, with Opus, PCMU, PCMA and telephone-event, and host candidates', async (t) => {
+test('the engine offers audio only, with Opus, PCMU, PCMA and telephone-event, and its host candidates', async (t) => {
   const endpoint = new WebRtcEndpoint();
   t.teardown(() => endpoint.close());
   const offer = await endpoint.createOffer();
@@ -96,11 +96,22 @@ test('the engine offers audio only, with Opus, PCMU, PCMA and telephone-event, a
   t.deepEqual(codecs.sort(), ['PCMA/8000', 'PCMU/8000', 'opus/48000', 'telephone-event/48000', 'telephone-event/8000']);
   t.regex(offer, /^a=fingerprint:sha-256 /m, 'DTLS-SRTP');
   const candidates = offer.split('\r\n').filter((line) => line.startsWith('a=candidate:'));
-  t.true(candidates.length > 0, 'gathering completed before the offer');
+  t.true(candidates.length > 0, 'the host candidates are in the offer');
   t.true(
     candidates.every((line) => / typ host( |$)/.test(line)),
     'no ICE servers: host candidates only',
   );
+  // Host-only, the offer goes with its UDP candidates, before libwebrtc's TCP step (about 100 ms later).
+  t.true(
+    candidates.every((line) => line.split(' ')[2]?.toLowerCase() === 'udp'),
+    'UDP host candidates, made before the TCP ones',
+  );
+  // With a STUN server the engine waits for gathering to complete (server-reflexive candidates come late); this one
+  // never answers, so the offer goes at gatherTimeoutMs, by then with the TCP candidates too.
+  const withStun = new WebRtcEndpoint({ iceServers: [{ urls: 'stun:127.0.0.1:9' }], gatherTimeoutMs: 1000 });
+  t.teardown(() => withStun.close());
+  const complete = await withStun.createOffer();
+  t.true(/^a=candidate:\S+ \d+ tcp /im.test(complete), 'no shortcut: the TCP candidates are in too');
 });
 
 test('a 1 kHz tone from the engine reaches the browser, and a 440 Hz tone from the browser reaches the engine', async (t) => {
