@@ -31,6 +31,7 @@ const hangupWaitMillis = 5_000;
 const callStates = [
   'initiated',
   'routing',
+  'queued',
   'offering',
   'connected',
   'voicemail',
