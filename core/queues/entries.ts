@@ -160,13 +160,15 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
 
 /**
  * The agent answered the entry: the entry `connected` (`queue.left`), the agent `on_call`, any other agent offered
- * it (`ring_all`) `available` again. False when the entry was no longer offered (nothing changed).
+ * it (`ring_all`) `available` again. False when the entry was no longer offered, or not to this agent (an accept
+ * that raced the agent going away, or the entry offered again to someone else meanwhile): nothing changed.
  */
 export async function answerEntry(pool: pg.Pool, entryId: string, memberId: string): Promise<boolean> {
   return inTransaction(pool, async (db) => {
     const entry = await lockedEntry(db, entryId);
     if (entry === undefined || entry.state !== 'offered') return false;
     const agents = await agentsOfEntry(db, entryId);
+    if (!agents.some((agent) => agent.member_id === memberId && agent.state === 'offered')) return false;
     const connected = await db.query<EntryRow>(
       `UPDATE queue_entries SET state = 'connected', connected_at = clock_timestamp(), left_at = clock_timestamp()
         WHERE id = $1 RETURNING ${columns}`,

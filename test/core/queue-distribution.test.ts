@@ -199,6 +199,8 @@ test('an agent going away mid-offer, and a caller hanging up mid-offer, give the
   const [second] = await race(center.queue.id);
   const other = center.memberIds.find((id) => id !== offeredTo) as string;
   t.deepEqual(second?.memberIds, [other]);
+  t.false(await answerEntry(service.pool, entry.id, offeredTo), 'an accept of the agent who went away does not count');
+  t.is((await entryById(service.pool, entry.id))?.state, 'offered');
   await leaveQueue(service.pool, entry.id, 'abandoned', missedOffersLimit);
   t.is((await entryById(service.pool, entry.id))?.state, 'abandoned');
   t.is(await stateOf(center.workspaceId, other), 'available', 'the caller hung up: the agent is free, no missed offer');
