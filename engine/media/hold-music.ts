@@ -3,7 +3,7 @@
  * no prompt of its own. A quiet looped melody made in code, no file: sixteen notes of a major pentatonic tune (half a
  * second each, a soft attack and a bell-like decay) over a bass note a change every two seconds, as 8 kHz PCM. The
  * loop is 8 s long and ends where it starts (every note fades out), so it repeats without a click; peaks stay near
- * -16 dBFS, about half as loud as ringback.
+ * -19 dBFS, about half as loud as ringback.
  */
 const rate = 8000;
 const noteSecs = 0.5;
