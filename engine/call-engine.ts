@@ -1,8 +1,9 @@
 /**
  * The call engine of the engine role (docs/calls.md): SIP on UDP and TCP, an RTP port pool, prompts, carriers and
  * the admission of inbound calls, the registrar of SIP devices (sip/registrar.ts), plus the API's call commands (announced on `switchboard_call_control`, recorded on
- * the call; core/calls/commands.ts). At start it ends the calls a previous run of the same engine owned; at close it
- * hangs up its calls.
+ * the call; core/calls/commands.ts), and the queue distributor (queue-distributor.ts, docs/contact-center.md). At
+ * start it ends the calls (and their queue entries) a previous run of the same engine owned; at close it hangs up its
+ * calls.
  */
 import { hostname } from 'node:os';
 import path from 'node:path';
@@ -25,6 +26,7 @@ import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
 import { SipEndpoint } from './sip/user-agent.ts';
+import { QueueDistributor } from './queue-distributor.ts';
 
 /** How often the engine looks for call commands whose notice it may have missed. */
 const commandPollMs = 2_000;
@@ -81,6 +83,9 @@ export async function startCallEngine(options: {
   const sipPort = await sip.start();
   metrics.countTransactions(() => sip.transactions);
   const owner = config.engineId ?? `${hostname()}:${sipPort}`;
+  // Their queue entries leave first (`queue.left` before `call.ended`), then the calls end.
+  const queues = new QueueDistributor({ pool, databaseUrl: options.databaseUrl, owner, log });
+  await queues.start();
   const ended = await endOwnedCalls(pool, owner, 'engine_restarted');
   if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');
   const active = new ActiveCalls(metrics);
@@ -101,6 +106,7 @@ export async function startCallEngine(options: {
         allowPrivateNetworks: config.webhookAllowPrivateNetworks,
       }),
       owner,
+      queues,
       recordingsDir,
       metrics,
       log,
@@ -193,6 +199,7 @@ export async function startCallEngine(options: {
     async close() {
       clearInterval(commandPoll);
       clearInterval(offerSweep);
+      await queues.close();
       await sweeping;
       await control.close();
       await offers.close();

@@ -56,6 +56,9 @@ const realTime = [
   'test/engine/registrar.test.ts',
   'test/engine/ring.test.ts',
   'test/engine/sip-device.test.ts',
+  'test/engine/queue.test.ts',
+  'test/engine/queue-callback.test.ts',
+  'test/engine/queue-races.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole

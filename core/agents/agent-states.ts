@@ -238,6 +238,15 @@ export async function agentsOfEntry(
   return result.rows;
 }
 
+/** The members offered an entry now (the engine holding it rings them), in id order. */
+export async function agentsOffered(db: Queryable, entryId: string): Promise<string[]> {
+  const result = await db.query<{ member_id: string }>(
+    "SELECT member_id FROM agent_states WHERE entry_id = $1 AND state = 'offered' ORDER BY member_id",
+    [entryId],
+  );
+  return result.rows.map((row) => row.member_id);
+}
+
 /** Ends the wrap-ups that are over: those agents are `available` again (actor `system`). Returns how many. */
 export async function endWrapUps(pool: pg.Pool): Promise<number> {
   const due = await pool.query<{ member_id: string; workspace_id: string }>(

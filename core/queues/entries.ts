@@ -160,13 +160,15 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
 
 /**
  * The agent answered the entry: the entry `connected` (`queue.left`), the agent `on_call`, any other agent offered
- * it (`ring_all`) `available` again. False when the entry was no longer offered (nothing changed).
+ * it (`ring_all`) `available` again. False when the entry was no longer offered, or not to this agent (an accept
+ * that raced the agent going away, or the entry offered again to someone else meanwhile): nothing changed.
  */
 export async function answerEntry(pool: pg.Pool, entryId: string, memberId: string): Promise<boolean> {
   return inTransaction(pool, async (db) => {
     const entry = await lockedEntry(db, entryId);
     if (entry === undefined || entry.state !== 'offered') return false;
     const agents = await agentsOfEntry(db, entryId);
+    if (!agents.some((agent) => agent.member_id === memberId && agent.state === 'offered')) return false;
     const connected = await db.query<EntryRow>(
       `UPDATE queue_entries SET state = 'connected', connected_at = clock_timestamp(), left_at = clock_timestamp()
         WHERE id = $1 RETURNING ${columns}`,
@@ -191,12 +193,21 @@ export async function answerEntry(pool: pg.Pool, entryId: string, memberId: stri
 /**
  * The offer of the entry ended unanswered: the entry goes back in line in its place (`waiting`, or `callback`),
  * the agents offered it `available` again. With `missed`, each had an offer missed: the third in a row sends them
- * `away` (`missed_offers`). Announced, so that distribution goes on.
+ * `away` (`missed_offers`). Announced, so that distribution goes on. With `offeredAt` (the entry's `offered_at` when
+ * its offer was rung), nothing happens unless the entry is still in that offer: one made since (the entry went back
+ * in line and was offered again) is not released by the end of the old one.
  */
-export async function releaseEntry(pool: pg.Pool, entryId: string, missed: boolean, limit: number): Promise<void> {
+export async function releaseEntry(
+  pool: pg.Pool,
+  entryId: string,
+  missed: boolean,
+  limit: number,
+  offeredAt?: Date,
+): Promise<void> {
   await inTransaction(pool, async (db) => {
     const entry = await lockedEntry(db, entryId);
     if (entry === undefined) return;
+    if (offeredAt !== undefined && entry.offered_at?.getTime() !== offeredAt.getTime()) return;
     await releaseAgents(db, entry, missed, limit);
     await requeue(db, entry);
   });
@@ -332,6 +343,19 @@ export async function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Pr
   });
 }
 
+/**
+ * The caller asked to be called back (the queue step's `offerCallback`): the entry keeps its place in line as
+ * `callback` with the number to call. False when it is not waiting (offered, or gone): nothing changed.
+ */
+export async function requestCallback(pool: pg.Pool, entryId: string, number: string): Promise<boolean> {
+  const result = await pool.query(
+    `UPDATE queue_entries SET state = 'callback', callback_number = $2
+      WHERE id = $1 AND state = 'waiting' AND left_at IS NULL`,
+    [entryId, number],
+  );
+  return result.rowCount === 1;
+}
+
 /** The ids of the queues where entries this engine holds wait (its distributor's safety-net round). */
 export async function queuesWithWaitingEntries(db: Queryable, engineOwner: string): Promise<string[]> {
   const result = await db.query<{ queue_id: string }>(
@@ -342,12 +366,28 @@ export async function queuesWithWaitingEntries(db: Queryable, engineOwner: strin
   return result.rows.map((row) => row.queue_id);
 }
 
-/** Entries of calls this engine held before it restarted: they leave as `abandoned`. */
+/**
+ * Entries of calls this engine held before it restarted: they leave as `abandoned`; agents left `on_call` for an
+ * entry it held (its call is gone with the engine) are `available` again, without wrap-up. Returns the entries.
+ */
 export async function abandonOwnedEntries(pool: pg.Pool, engineOwner: string, limit: number): Promise<number> {
   const owned = await pool.query<{ id: string }>(
     'SELECT id FROM queue_entries WHERE engine_owner = $1 AND left_at IS NULL',
     [engineOwner],
   );
   for (const { id } of owned.rows) await leaveQueue(pool, id, 'abandoned', limit);
+  const onCall = await pool.query<{ id: string; workspace_id: string; member_id: string }>(
+    `SELECT e.id, e.workspace_id, a.member_id FROM queue_entries e JOIN agent_states a ON a.entry_id = e.id
+      WHERE e.engine_owner = $1 AND e.state = 'connected' AND a.state = 'on_call'`,
+    [engineOwner],
+  );
+  for (const row of onCall.rows) {
+    await queueCallEnded(pool, {
+      workspaceId: row.workspace_id,
+      memberId: row.member_id,
+      entryId: row.id,
+      wrapUpSecs: 0,
+    });
+  }
   return owned.rows.length;
 }

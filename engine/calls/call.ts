@@ -2,16 +2,21 @@
  * A call in progress on this engine (docs/architecture.md, "A call, its legs and its steps"): its record, its state,
  * its legs (the caller's, and a forward's while bridged), and its end, which happens once whatever asks for it (the
  * caller's BYE, the plan, a call command from the API, shutdown). It is the `CallControl` the routing steps drive:
- * prompts and keys on the caller's leg, voicemail, a forward dialled out and bridged, hangup. How a call arrives is
- * not its business (admission.ts for an INVITE from a carrier).
+ * prompts and keys on the caller's leg, voicemail, a forward dialled out and bridged, ring rounds, a queue's wait,
+ * hangup. How a call arrives is not its business (admission.ts for an INVITE from a carrier).
+ *
+ * A queue's callback (queueing.ts) lets the caller's leg go while the call waits on, and later dials the caller back:
+ * that leg is then the caller's (`caller` changes; a call without one plays nothing and its BYE goes nowhere).
  */
 import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
 import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
-import type { CallControl, Prompt, RingOutcome } from './control.ts';
-import { bridgeDialled, dialOut } from './dial-out.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
+import { bridgeDialled, type Dialled, dialOut, hangUpDialled } from './dial-out.ts';
 import type { Leg } from './leg.ts';
-import { ringRound } from './ringing.ts';
+import { type QueueCall, waitInQueue } from './queueing.ts';
+import { type QueuedRound, ringRound, type RoundContext } from './ringing.ts';
 import { runPlan } from './runner.ts';
 import type { CallServices } from './services.ts';
 import { recordVoicemail } from './voicemail-recording.ts';
@@ -29,26 +34,47 @@ export class Call implements CallControl {
   private ringSeq = 0;
   /** Told of every change of this call's offers (a ring round waiting for an accept). */
   private readonly offerListeners = new Set<() => void>();
+  /** The caller's leg now: none while a queue's callback waits, the dialled one once the caller is called back. */
+  private caller: Leg | undefined;
+  /** Forgets the carrier's account of a dialled-back caller's leg. */
+  private releaseDialled: (() => void) | undefined;
+  /** Run before the end is recorded (a queue's entry leaving). */
+  private readonly endHooks: Array<() => Promise<void>> = [];
 
   constructor(
     readonly row: CallRow,
     /** The carrier of the called number: forwards leave through it. */
     private readonly carrierName: string,
     /** The caller's leg, answered. */
-    private readonly caller: Leg,
+    private readonly firstLeg: Leg,
     private readonly services: CallServices,
     /** Told once, when the call ends (the registry of active calls forgets it). */
     private readonly onEnd: (call: Call) => void,
   ) {
+    this.attach(firstLeg);
+  }
+
+  /** `leg` is the caller's from now: its keys are the call's, its hangup ends the call. */
+  private attach(leg: Leg): void {
+    this.caller = leg;
     // Listening for keys from the first packet on: a caller may press one right after the ACK.
-    caller.onDtmf((digit) => {
+    leg.onDtmf((digit) => {
+      if (this.caller !== leg) return;
       const waiter = this.keyWaiter;
       if (waiter !== undefined) {
         this.keyWaiter = undefined;
         waiter(digit);
       } else this.keys.push(digit);
     });
-    caller.onHangup(() => void this.finish('caller_hangup'));
+    leg.onHangup(() => {
+      if (this.caller === leg) void this.finish('caller_hangup');
+    });
+  }
+
+  /** The caller's media (a step that needs it runs only while the caller is on the line). */
+  private get media(): MediaEndpoint {
+    if (this.caller === undefined) throw new Error('the caller is not on the line');
+    return this.caller.media;
   }
 
   get signal(): AbortSignal {
@@ -62,7 +88,7 @@ export class Call implements CallControl {
     // The answer is recorded before anything else of the call: a caller who hangs up at once still ends a call that
     // was answered (`finish` waits for this), so its call.ended says routing, not initiated.
     this.answerRecorded = (async () => {
-      await setLegState(pool, this.caller.id, 'answered');
+      await setLegState(pool, this.firstLeg.id, 'answered');
       await changeState(pool, row.id, 'routing', { answered: true });
     })();
     await this.answerRecorded;
@@ -82,16 +108,9 @@ export class Call implements CallControl {
   }
 
   async play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
-    if (this.ended) return { key: undefined };
-    let pcm: Int16Array;
-    try {
-      pcm = await this.services.prompts.pcm(prompt);
-    } catch (error) {
-      // A prompt that cannot be produced: a second of silence, and the call goes on (docs/calls.md).
-      this.services.metrics.promptFailures.inc();
-      this.services.log.warn({ callId: this.row.id, err: error }, 'prompt could not be produced; silence');
-      pcm = new Int16Array(8000);
-    }
+    const caller = this.caller;
+    if (this.ended || caller === undefined) return { key: undefined };
+    const pcm = await this.promptPcm(prompt);
     const stop = new AbortController();
     const onGone = () => stop.abort();
     this.gone.signal.addEventListener('abort', onGone, { once: true });
@@ -104,13 +123,13 @@ export class Call implements CallControl {
         this.gone.signal.removeEventListener('abort', onGone);
         return { key: early };
       }
-      unsubscribe = this.caller.onDtmf((digit) => {
+      unsubscribe = caller.onDtmf((digit) => {
         pressed ??= digit;
         stop.abort();
       });
     }
     try {
-      await this.caller.media.play(pcm, stop.signal);
+      await caller.media.play(pcm, stop.signal);
     } finally {
       unsubscribe?.();
       this.gone.signal.removeEventListener('abort', onGone);
@@ -121,6 +140,17 @@ export class Call implements CallControl {
       if (index !== -1) this.keys.splice(index, 1);
     }
     return { key: pressed };
+  }
+
+  /** The prompt's audio; one that cannot be produced is a second of silence, and the call goes on (docs/calls.md). */
+  private async promptPcm(prompt: Prompt): Promise<Int16Array> {
+    try {
+      return await this.services.prompts.pcm(prompt);
+    } catch (error) {
+      this.services.metrics.promptFailures.inc();
+      this.services.log.warn({ callId: this.row.id, err: error }, 'prompt could not be produced; silence');
+      return new Int16Array(8000);
+    }
   }
 
   key(timeoutMs: number): Promise<string | undefined> {
@@ -143,7 +173,7 @@ export class Call implements CallControl {
 
   async voicemail(maxMs: number): Promise<void> {
     if (this.ended) return;
-    await recordVoicemail(this.services, this.row, this.caller.media, this.gone.signal, maxMs);
+    await recordVoicemail(this.services, this.row, this.media, this.gone.signal, maxMs);
   }
 
   /**
@@ -163,12 +193,9 @@ export class Call implements CallControl {
       unavailable: (detail) => this.note('step_unavailable', detail),
     });
     if (dialled === undefined) return false;
-    await bridgeDialled(
-      this.services,
-      { callId: this.row.id, caller: this.caller.media, gone: this.gone.signal },
-      dialled,
-      { role: 'forward' },
-    );
+    await bridgeDialled(this.services, { callId: this.row.id, caller: this.media, gone: this.gone.signal }, dialled, {
+      role: 'forward',
+    });
     return true;
   }
 
@@ -177,37 +204,112 @@ export class Call implements CallControl {
    * through the called number's carrier, ringback to the caller, and the first to answer bridged to the caller until
    * either side hangs up (`answered`).
    */
-  async ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome> {
+  async ring(targets: readonly RingTarget[], timeoutMs: number, queued?: QueuedRound): Promise<RingOutcome> {
     if (this.ended) return 'unanswered';
     this.ringSeq += 1;
-    return ringRound(
-      this.services,
-      {
-        callId: this.row.id,
-        workspaceId: this.row.workspace_id,
-        ringSeq: this.ringSeq,
-        caller: this.caller.media,
-        gone: this.gone.signal,
-        dialCell: (to, ringMs, signal) =>
-          dialOut(this.services, {
-            callId: this.row.id,
-            from: this.row.to_number,
-            carrierName: this.carrierName,
-            to,
-            role: 'cell',
-            timeoutMs: ringMs,
-            signal,
-            unavailable: (detail) => this.note('step_unavailable', detail),
-          }),
-        callerNumber: this.row.from_number,
-        onOfferChange: (listener) => {
-          this.offerListeners.add(listener);
-          return () => this.offerListeners.delete(listener);
-        },
+    // The caller's media is read when the round needs it: a queue's callback has dialled the caller by then.
+    const media = () => this.media;
+    const round: RoundContext = {
+      callId: this.row.id,
+      workspaceId: this.row.workspace_id,
+      ringSeq: this.ringSeq,
+      get caller() {
+        return media();
       },
-      targets,
-      timeoutMs,
-    );
+      gone: this.gone.signal,
+      dialCell: (to, ringMs, signal) =>
+        dialOut(this.services, {
+          callId: this.row.id,
+          from: this.row.to_number,
+          carrierName: this.carrierName,
+          to,
+          role: 'cell',
+          timeoutMs: ringMs,
+          signal,
+          unavailable: (detail) => this.note('step_unavailable', detail),
+        }),
+      callerNumber: this.row.from_number,
+      onOfferChange: (listener) => {
+        this.offerListeners.add(listener);
+        return () => this.offerListeners.delete(listener);
+      },
+      ...(queued === undefined ? {} : { queued }),
+    };
+    return ringRound(this.services, round, targets, timeoutMs);
+  }
+
+  /** A `queue` step's wait (queueing.ts): answered and bridged, overflowed, or ended. */
+  async queue(request: QueueStepRequest): Promise<QueueOutcome> {
+    if (this.ended) return 'ended';
+    const queueCall: QueueCall = {
+      callId: this.row.id,
+      workspaceId: this.row.workspace_id,
+      fromNumber: this.row.from_number,
+      caller: () => this.media,
+      gone: this.gone.signal,
+      onDtmf: (listener) => {
+        const leg = this.caller;
+        return leg === undefined ? () => {} : leg.onDtmf(listener);
+      },
+      ring: (targets, timeoutMs, queued) => this.ring(targets, timeoutMs, queued),
+      beforeEnd: (hook) => void this.endHooks.push(hook),
+      say: async (text) => void (await this.play({ tts: text })),
+      releaseCaller: (goodbye) => this.releaseCaller(goodbye),
+      dialBack: async (number, timeoutMs) => {
+        const dialled = await dialOut(this.services, {
+          callId: this.row.id,
+          from: this.row.to_number,
+          carrierName: this.carrierName,
+          to: number,
+          role: 'callback',
+          timeoutMs,
+          signal: this.gone.signal,
+          unavailable: (detail) => this.note('step_unavailable', detail),
+        });
+        if (dialled === undefined) return false;
+        this.dialledBack(dialled);
+        return true;
+      },
+      dropCaller: () => this.releaseCaller(),
+      hangup: (reason) => this.hangup(reason),
+    };
+    const outcome = await waitInQueue(this.services, queueCall, request);
+    // Keys pressed while waiting were the queue's (its callback key), not typed ahead for the next step.
+    this.keys.length = 0;
+    return outcome;
+  }
+
+  /** A dialled-back caller is the caller from now (until the call ends or lets them go). */
+  private dialledBack(dialled: Dialled): void {
+    if (this.ended) {
+      void hangUpDialled(this.services, dialled);
+      return;
+    }
+    this.releaseDialled = dialled.release;
+    this.attach(dialled.leg);
+  }
+
+  /** The goodbye if any, then our BYE to the caller; the call goes on without them (a queue's callback). */
+  private async releaseCaller(goodbye?: string): Promise<void> {
+    const leg = this.caller;
+    if (leg === undefined) return;
+    // Not the caller's any more: their BYE during the goodbye, or crossing ours, does not end the call.
+    this.caller = undefined;
+    if (goodbye !== undefined) await leg.media.play(await this.promptPcm({ tts: goodbye }), this.gone.signal);
+    await leg.bye(this.gone.signal);
+    await this.closeLeg(leg);
+  }
+
+  /** The leg's media closed, its record ended with its packet counts, a dialled leg's account forgotten. */
+  private async closeLeg(leg: Leg): Promise<void> {
+    const stats = leg.media.stats;
+    this.services.metrics.countRtp(stats);
+    leg.media.close();
+    if (leg !== this.firstLeg) {
+      this.releaseDialled?.();
+      this.releaseDialled = undefined;
+    }
+    await setLegState(this.services.pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
   }
 
   /**
@@ -231,7 +333,7 @@ export class Call implements CallControl {
   /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
   async hangup(reason: string): Promise<void> {
     if (this.ended) return;
-    await this.caller.bye(this.gone.signal);
+    await this.caller?.bye(this.gone.signal);
     if (this.ended) return;
     await this.finish(reason);
   }
@@ -241,14 +343,18 @@ export class Call implements CallControl {
     if (this.ended) return;
     this.ended = true;
     this.gone.abort();
-    const media = this.caller.media;
-    const stats = media.stats;
-    this.services.metrics.countRtp(stats);
-    media.close();
+    const leg = this.caller;
+    // The media stops at once; the records follow.
+    const closed = leg === undefined ? Promise.resolve() : this.closeLeg(leg);
     this.onEnd(this);
     // A failure to record the answer is the run's to report; the end is recorded either way.
     await this.answerRecorded.catch(() => {});
-    await setLegState(this.services.pool, this.caller.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+    await closed;
+    for (const hook of this.endHooks.splice(0)) {
+      await hook().catch((error: unknown) =>
+        this.services.log.warn({ err: error, callId: this.row.id }, 'could not record what the end changes'),
+      );
+    }
     const ended = await endCall(this.services.pool, this.row.id, reason, this.taken);
     if (ended !== undefined) this.services.metrics.ended(reason);
   }

@@ -18,6 +18,19 @@ export type RingPerson = Exclude<RingTarget, { cell: string }>;
  */
 export type RingOutcome = 'answered' | 'unanswered';
 
+/** A `queue` step's wait (queueing.ts). */
+export interface QueueStepRequest {
+  queueId: string;
+  maxWaitMs: number;
+  offerCallback: boolean;
+}
+
+/**
+ * How a queue's wait ended: `answered` (an agent took the call and the bridge is over), `overflowed` (`maxWaitMs`
+ * passed: the plan takes `overflow`), `ended` (the call is over: the caller hung up, or a callback ended it).
+ */
+export type QueueOutcome = 'answered' | 'overflowed' | 'ended';
+
 export interface CallControl {
   /** Plays a prompt to the caller; resolves when it ends, early with 'key' when the caller pressed one. */
   play(prompt: Prompt, options?: { stopOnKey?: boolean }): Promise<{ key: string | undefined }>;
@@ -32,6 +45,8 @@ export interface CallControl {
    * carrier (the call numbers the rounds: `ringSeq`).
    */
   ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome>;
+  /** Waits in a queue for an agent (hold music, offers to agents, overflow, callback). */
+  queue(request: QueueStepRequest): Promise<QueueOutcome>;
   /** Ends the call from our side (BYE). */
   hangup(reason: string): Promise<void>;
   /** The call state for steps that change it (`voicemail`). */

@@ -25,9 +25,10 @@ export interface DialOut {
   to: string;
   /**
    * The leg's role: `forward` (the default; the call goes to `offering` as it dials, back to `routing` if it cannot)
-   * or `cell` (a ring round's target: the round owns the call's state).
+   * `cell` (a ring round's target: the round owns the call's state) or `callback` (a queue calls its caller back,
+   * queueing.ts: likewise).
    */
-  role?: 'forward' | 'cell';
+  role?: 'forward' | 'cell' | 'callback';
   timeoutMs: number;
   /** Aborts when the call ends: ringing stops (CANCEL). */
   signal: AbortSignal;

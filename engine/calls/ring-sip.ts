@@ -204,6 +204,8 @@ export async function connectSipDevice(
   const { device } = answer;
   let leg: SipDeviceLeg | undefined;
   try {
+    // A queue's offer: the entry must still be this person's (else the phone is hung up).
+    if (round.queued !== undefined && !(await round.queued.claim(device.member_id))) return 'unanswered';
     await setDeviceBusy(pool, device.id, round.callId);
     const legId = await addLeg(pool, round.callId, {
       role: 'device',

@@ -13,6 +13,10 @@
  * with that leg (`call.connected`), and the caller and the device are bridged until either hangs up; then the leg
  * ends and the device is free again (`setDeviceBusy` null). A cell answered: its carrier leg (`cell`, no memberId or
  * externalUserId) is bridged to the caller in the same way (`bridgeDialled`).
+ *
+ * A queue's offer (`queued`, queueing.ts) is such a round with three differences: the caller hears the queue's
+ * audio instead of ringback, the round also ends when its `stop` aborts or every offer was declined, and an answering
+ * device must `claim` the entry before the call is connected to it.
  */
 import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
@@ -49,6 +53,21 @@ export interface RoundContext {
   onOfferChange(listener: () => void): () => void;
   /** The caller's number, shown to SIP devices (the INVITE's From). */
   callerNumber?: string;
+  /** Set for a queue's offer (queueing.ts): what differs from a `ring` step's round. */
+  queued?: QueuedRound;
+}
+
+/** A round that rings a queue entry's offered agents (queueing.ts, docs/contact-center.md). */
+export interface QueuedRound {
+  /** What the caller hears while it rings, instead of ringback, until `signal` aborts. */
+  waitAudio(signal: AbortSignal): void;
+  /** Ends the wait as its timeout would: the entry stopped being offered, or the caller's wait is over. */
+  stop: AbortSignal;
+  /**
+   * Asked once a device answered and its media is up, before the call is connected to it, with the device's member:
+   * false (the entry is no longer theirs) hangs the device up and the round is unanswered.
+   */
+  claim(memberId: string | null): Promise<boolean>;
 }
 
 /** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
@@ -139,7 +158,8 @@ export async function ringRound(
     if (ringing === undefined) return 'unanswered';
 
     const ringback = new AbortController();
-    void playRingback(round.caller, ringback.signal);
+    if (round.queued === undefined) void playRingback(round.caller, ringback.signal);
+    else round.queued.waitAudio(ringback.signal);
     const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
     const answer = await new Promise<Answer>((resolve) => {
       let settled = false;
@@ -154,6 +174,9 @@ export async function ringRound(
       const onGone = () => settle(undefined);
       const timer = setTimeout(() => settle(undefined), Math.max(0, expiresAt.getTime() - Date.now()));
       round.gone.addEventListener('abort', onGone, { once: true });
+      // A queue's offer also ends when its entry stops being offered (signals abort once; no removal needed).
+      if (round.queued?.stop.aborted === true) settle(undefined);
+      else round.queued?.stop.addEventListener('abort', onGone, { once: true });
       // The cells and SIP devices ring with the offers; with no offer made, the round ends once every cell and every
       // SIP device gave up. A SIP device's 200 ends the wait: who wins is decided below, once the offers are withdrawn.
       let cellsRinging = cells.length;
@@ -190,9 +213,11 @@ export async function ringRound(
           return;
         }
         reading = true;
-        void acceptedOffer(pool, round)
-          .then((offer) => {
+        void decidedOffers(pool, round)
+          .then(({ offer, noneWaiting }) => {
             if (offer !== undefined) settle({ offer });
+            // A queue's offer that every device declined (or lost) is over; a ring step's round rings to its end.
+            else if (noneWaiting && round.queued !== undefined && !sipRinging && cellsRinging === 0) settle(undefined);
           })
           .catch((error: unknown) => log.warn({ err: error, callId: round.callId }, 'offers could not be read'))
           .finally(() => {
@@ -274,8 +299,19 @@ function modeFor(device: DeviceRow, people: readonly RingPerson[]): RingMode {
 
 /** The round's accepted offer, if any. */
 async function acceptedOffer(pool: CallServices['pool'], round: RoundContext): Promise<OfferRow | undefined> {
-  const offers = await callOffers(pool, round.callId);
-  return offers.find((offer) => offer.ring_seq === round.ringSeq && offer.state === 'accepted');
+  return (await decidedOffers(pool, round)).offer;
+}
+
+/** The round's accepted offer, if any, and whether none of its offers waits any more (declined, withdrawn, expired). */
+async function decidedOffers(
+  pool: CallServices['pool'],
+  round: RoundContext,
+): Promise<{ offer: OfferRow | undefined; noneWaiting: boolean }> {
+  const offers = (await callOffers(pool, round.callId)).filter((offer) => offer.ring_seq === round.ringSeq);
+  return {
+    offer: offers.find((offer) => offer.state === 'accepted'),
+    noneWaiting: offers.length > 0 && offers.every((offer) => offer.state !== 'offered'),
+  };
 }
 
 function ownersOf(devices: readonly (DeviceRow | undefined)[]): { memberIds: string[]; externalUserIds: string[] } {
@@ -319,6 +355,11 @@ async function connect(
       await endpoint.connected(connectTimeoutMs);
     } catch (error) {
       log.warn({ err: error, callId: round.callId, deviceId: offer.device_id }, 'the answering device did not connect');
+      endpoint.close();
+      await setLegState(pool, legId, 'ended');
+      return 'unanswered';
+    }
+    if (round.queued !== undefined && !(await round.queued.claim(device?.member_id ?? null))) {
       endpoint.close();
       await setLegState(pool, legId, 'ended');
       return 'unanswered';

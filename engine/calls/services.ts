@@ -9,6 +9,15 @@ import type { CarrierDirectory } from '../sip/carriers.ts';
 import type { SipEndpoint } from '../sip/user-agent.ts';
 import type { CallMetrics } from './metrics.ts';
 
+/** The engine's distributor as a queue's wait sees it (engine/queue-distributor.ts). */
+export interface QueueWatch {
+  /**
+   * Calls `onChange` whenever the entry may have changed (a notice names it, a distribution here offered it, notices
+   * may have been missed), and has the queue distributed now; returns the function that stops watching.
+   */
+  watch(entryId: string, queueId: string, onChange: () => void): () => void;
+}
+
 export interface CallServices {
   pool: pg.Pool;
   /** The engine's SIP endpoint, for dialing out (forward). */
@@ -22,6 +31,8 @@ export interface CallServices {
   prompts: Prompts;
   /** This engine's id (calls.engine_owner). */
   owner: string;
+  /** Where this engine's queue entries hear of their offers. */
+  queues: QueueWatch;
   /** Where voicemail recordings go. */
   recordingsDir: string;
   metrics: CallMetrics;

@@ -1,8 +1,9 @@
 /**
  * Distribution in PostgreSQL (core/queues/entries.ts, core/agents/agent-states.ts; docs/contact-center.md): queue
  * entries offered to agents under locks, raced by many connections at once as several engines would; missed offers,
- * an agent going away mid-offer, a caller hanging up mid-offer, wrap-up; every agent change is one
- * `agent.state_changed` event, every entry's coming and going `queue.entered` / `queue.left`.
+ * an agent going away mid-offer, a caller hanging up mid-offer, wrap-up, a restarted engine's entries, callbacks;
+ * every agent change is one `agent.state_changed` event, every entry's coming and going `queue.entered` /
+ * `queue.left`.
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
@@ -10,6 +11,7 @@ import { agentOf, endWrapUps, missedOffersLimit } from '../../core/agents/agent-
 import { registerDevice } from '../../core/devices/devices.ts';
 import { createMember } from '../../core/identity/members.ts';
 import {
+  abandonOwnedEntries,
   answerEntry,
   distribute,
   enterQueue,
@@ -17,6 +19,7 @@ import {
   leaveQueue,
   queueCallEnded,
   releaseEntry,
+  requestCallback,
   setStateByPerson,
 } from '../../core/queues/entries.ts';
 import { createQueue } from '../../core/routing/queues.ts';
@@ -199,6 +202,8 @@ test('an agent going away mid-offer, and a caller hanging up mid-offer, give the
   const [second] = await race(center.queue.id);
   const other = center.memberIds.find((id) => id !== offeredTo) as string;
   t.deepEqual(second?.memberIds, [other]);
+  t.false(await answerEntry(service.pool, entry.id, offeredTo), 'an accept of the agent who went away does not count');
+  t.is((await entryById(service.pool, entry.id))?.state, 'offered');
   await leaveQueue(service.pool, entry.id, 'abandoned', missedOffersLimit);
   t.is((await entryById(service.pool, entry.id))?.state, 'abandoned');
   t.is(await stateOf(center.workspaceId, other), 'available', 'the caller hung up: the agent is free, no missed offer');
@@ -246,4 +251,49 @@ test('available needs a live device; ring_all offers every available agent and t
   t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'available');
   t.is(await stateOf(center.workspaceId, center.memberIds[1] as string), 'on_call');
   t.is(await stateOf(center.workspaceId, center.memberIds[2] as string), 'offline');
+});
+
+test('a restarted engine: its waiting entries leave abandoned, its agents on a queue call are available again', async (t) => {
+  const center = await contactCenter(1);
+  // An engine of its own: the other tests' entries are another engine's.
+  const engineOwner = `engine-${randomUUID()}`;
+  const enter = async () => {
+    const call = await liveCall(service.pool, center.setup);
+    const entry = await enterQueue(service.pool, { callId: call.id, queueId: center.queue.id, engineOwner });
+    if (entry === undefined) throw new Error('no entry');
+    return entry;
+  };
+  const answered = await enter();
+  const waiting = await enter();
+  const [offered] = await race(center.queue.id);
+  t.is(offered?.entry.id, answered.id);
+  t.true(await answerEntry(service.pool, answered.id, center.memberIds[0] as string));
+  t.is(await abandonOwnedEntries(service.pool, engineOwner, missedOffersLimit), 1, 'the waiting one');
+  t.is((await entryById(service.pool, waiting.id))?.state, 'abandoned');
+  t.is((await entryById(service.pool, answered.id))?.state, 'connected');
+  t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'available');
+  t.is((await agentEvents(center.memberIds[0] as string)).at(-1), 'on_call>available:system');
+});
+
+test('a release names its offer: an older one releases nothing; a callback entry keeps its place and its state', async (t) => {
+  const center = await contactCenter(1);
+  const entry = await center.enter();
+  const [first] = await race(center.queue.id);
+  const firstOfferedAt = first?.entry.offered_at as Date;
+  await releaseEntry(service.pool, entry.id, false, missedOffersLimit, firstOfferedAt);
+  t.is((await entryById(service.pool, entry.id))?.state, 'waiting');
+  const [second] = await race(center.queue.id);
+  t.not(second?.entry.offered_at?.getTime(), firstOfferedAt.getTime());
+  await releaseEntry(service.pool, entry.id, true, missedOffersLimit, firstOfferedAt);
+  t.is((await entryById(service.pool, entry.id))?.state, 'offered', 'the end of the first offer leaves the second');
+  t.false(await requestCallback(service.pool, entry.id, '+15550001111'), 'not while offered');
+  await releaseEntry(service.pool, entry.id, false, missedOffersLimit, second?.entry.offered_at as Date);
+  t.true(await requestCallback(service.pool, entry.id, '+15550001111'));
+  const later = await center.enter();
+  const [third] = await race(center.queue.id);
+  t.is(third?.entry.id, entry.id, 'still first in line');
+  t.is(third?.entry.callback_number, '+15550001111');
+  await releaseEntry(service.pool, entry.id, false, missedOffersLimit);
+  t.is((await entryById(service.pool, entry.id))?.state, 'callback', 'back in line as a callback');
+  t.is((await entryById(service.pool, later.id))?.state, 'waiting');
 });

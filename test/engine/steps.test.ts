@@ -304,16 +304,31 @@ test('ring: sequential, a cell is its own round; not answered takes next, answer
 
 // queue, ai_answer
 
-test('queue and ai_answer take their no-answer edge and note it', async (t) => {
-  const queue = await run({
-    type: 'queue',
-    queueId: '6a0e9b2c-3d4f-4a5b-8c6d-7e8f9a0b1c2d',
-    maxWaitSecs: 60,
-    offerCallback: false,
-    overflow: 'overflowed',
-  });
-  t.is(queue.next, 'overflowed');
-  t.deepEqual(queue.call.notes, ['step: queue is not built yet; taking overflow']);
+const queueStep = {
+  type: 'queue',
+  queueId: '6a0e9b2c-3d4f-4a5b-8c6d-7e8f9a0b1c2d',
+  maxWaitSecs: 60,
+  offerCallback: true,
+  overflow: 'overflowed',
+} satisfies Step;
+
+test("queue: the call waits with the step's settings; answered it is over, overflowed it takes overflow", async (t) => {
+  const answered = await run(queueStep, { queues: ['answered'] });
+  t.is(answered.next, undefined);
+  t.deepEqual(answered.call.actions, [
+    { queue: { queueId: queueStep.queueId, maxWaitMs: 60_000, offerCallback: true } },
+    { hangup: 'completed' },
+  ]);
+  const overflowed = await run(queueStep, { queues: ['overflowed'] });
+  t.is(overflowed.next, 'overflowed');
+  t.deepEqual(overflowed.call.actions.slice(1), [{ enter: 'routing' }]);
+  const ended = await run(queueStep, { queues: ['ended'] });
+  t.is(ended.next, undefined);
+  t.deepEqual(ended.call.actions.slice(1), [], 'the caller left: nothing more');
+  t.deepEqual([...answered.call.notes, ...overflowed.call.notes, ...ended.call.notes], []);
+});
+
+test('ai_answer takes its no-answer edge and notes it', async (t) => {
   const ai = await run({
     type: 'ai_answer',
     provider: 'provider_a',
@@ -323,7 +338,7 @@ test('queue and ai_answer take their no-answer edge and note it', async (t) => {
   });
   t.is(ai.next, 'after_ai');
   t.deepEqual(ai.call.notes, ['step: ai_answer is not built yet; taking next']);
-  t.deepEqual([...queue.call.hungUp, ...ai.call.hungUp], []);
+  t.deepEqual(ai.call.hungUp, []);
 });
 
 // the runner

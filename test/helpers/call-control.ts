@@ -1,10 +1,10 @@
 /**
  * A `CallControl` test double for the routing steps (engine/calls/steps/): no SIP, no RTP, no timers. The caller's
- * keys are a script; what the steps asked (prompts played, key waits, forwards, recordings, state changes, notes,
- * hangups) is recorded in order for the test to check.
+ * keys are a script; what the steps asked (prompts played, key waits, forwards, ring rounds, queue waits, recordings,
+ * state changes, notes, hangups) is recorded in order for the test to check.
  */
 import type { RingTarget } from '../../core/routing/definition.ts';
-import type { CallControl, Prompt, RingOutcome } from '../../engine/calls/control.ts';
+import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from '../../engine/calls/control.ts';
 
 /** One key wait of the script: a key pressed while waiting, a key pressed during the prompt, or none (timeout). */
 export type ScriptedKey = string | { duringPrompt: string } | undefined;
@@ -23,6 +23,8 @@ export interface CallScript {
    * time, or nobody was live) or `caller_hangup` (the caller hung up while it rang). Not listed: unanswered.
    */
   rings?: Array<RingOutcome | 'caller_hangup'>;
+  /** How each queue wait ends (in order); `ended` also ends the call. Not listed: overflowed. */
+  queues?: QueueOutcome[];
 }
 
 export type CallAction =
@@ -30,6 +32,7 @@ export type CallAction =
   | { keyWaitMs: number }
   | { forward: string; timeoutMs: number }
   | { ring: string[]; timeoutMs: number }
+  | { queue: QueueStepRequest }
   | { voicemailMaxMs: number }
   | { enter: 'voicemail' | 'routing' }
   | { note: string }
@@ -47,7 +50,10 @@ export class ScriptedCall implements CallControl {
     this.keys = [...(script.keys ?? [])];
     this.forwardsAnswered = [...(script.forwardsAnswered ?? [])];
     this.rings = [...(script.rings ?? [])];
+    this.queues = [...(script.queues ?? [])];
   }
+
+  private readonly queues: QueueOutcome[];
 
   private readonly rings: Array<RingOutcome | 'caller_hangup'>;
 
@@ -118,6 +124,14 @@ export class ScriptedCall implements CallControl {
       this.ended = true;
       return Promise.resolve('unanswered');
     }
+    return Promise.resolve(outcome);
+  }
+
+  queue(request: QueueStepRequest): Promise<QueueOutcome> {
+    if (this.ended) return Promise.resolve('ended');
+    this.actions.push({ queue: request });
+    const outcome = this.queues.shift() ?? 'overflowed';
+    if (outcome === 'ended') this.ended = true;
     return Promise.resolve(outcome);
   }
 

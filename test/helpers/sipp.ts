@@ -1,6 +1,6 @@
 /**
  * sipp (Debian's sip-tester) as the carrier: runs a scenario of test/sipp/ against an engine, with the scenario's
- * placeholders (MEDIA, ON_ANSWER, BEFORE_ACK, HOLD_MS, STATUS) filled in, and reports sipp's exit code and output. sipp exits 0 when every
+ * placeholders (MEDIA, ON_ANSWER, BEFORE_ACK, HOLD_MS, STATUS, AUDIO_PORT) filled in, and reports sipp's exit code and output. sipp exits 0 when every
  * call of the run followed the scenario.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -22,7 +22,8 @@ export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
 
 /**
  * Writes test/sipp/<name>.xml into `dir` with its placeholders filled: `replacements`, then the defaults (MEDIA,
- * ON_ANSWER, BEFORE_ACK and INVITE_CHECKS empty, HOLD_MS 1000, STATUS 404). Returns the file's path.
+ * ON_ANSWER, BEFORE_ACK and INVITE_CHECKS empty, HOLD_MS 1000, STATUS 404, AUDIO_PORT sipp's own media port: the
+ * caller's SDP may name another, a socket of the test's, test/helpers/rtp-phone.ts). Returns the file's path.
  */
 export async function writeScenario(
   name: string,
@@ -37,6 +38,7 @@ export async function writeScenario(
     INVITE_CHECKS: '',
     HOLD_MS: '1000',
     STATUS: '404',
+    AUDIO_PORT: '[media_port]',
     ...replacements,
   }).reduce((text, [placeholder, value]) => text.replaceAll(placeholder, value), template);
   const file = path.join(dir, `${name}-${randomUUID()}.xml`);
@@ -194,19 +196,30 @@ export function startSippServer(options: {
  * sipp 3.6.1 answers the first challenge and knows no other), going by `clock` like the service. `close` stops it and
  * removes its data directory.
  */
-export async function startMd5FirstEngine(
+export function startMd5FirstEngine(
   service: TestService,
   clock: Clock,
 ): Promise<{ engine: CallEngine; close(): Promise<void> }> {
+  return startEngineOn(service, { engineId: 'md5-first', clock, registrar: { algorithms: ['MD5', 'SHA-256'] } });
+}
+
+/**
+ * One more call engine (SIP, media, the queue distributor) on `service`'s database, as another engine pod would be,
+ * with its own id and data directory. `close` stops it and removes the directory.
+ */
+export async function startEngineOn(
+  service: TestService,
+  options: { engineId: string; clock?: Clock; registrar?: { algorithms: Array<'MD5' | 'SHA-256'> } },
+): Promise<{ engine: CallEngine; close(): Promise<void> }> {
   const keys = await loadSigningKeys(service.pool, undefined);
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'md5-first-engine-'));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), `${options.engineId}-engine-`));
   try {
     const engine = await startCallEngine({
       config: loadConfig({
         DATABASE_URL: service.databaseUrl,
         SIP_PORT: '0',
         SWITCHBOARD_DATA_DIR: dataDir,
-        ENGINE_ID: 'md5-first',
+        ENGINE_ID: options.engineId,
       }),
       pool: service.pool,
       databaseUrl: service.databaseUrl,
@@ -214,8 +227,8 @@ export async function startMd5FirstEngine(
       log: { info() {}, warn() {}, debug() {} },
       carrierSecrets: keys.carrierSecrets,
       sipPasswords: keys.sipPasswords,
-      clock,
-      registrar: { algorithms: ['MD5', 'SHA-256'] },
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.registrar === undefined ? {} : { registrar: options.registrar }),
     });
     return {
       engine,

@@ -10,8 +10,9 @@ import { hours } from './hours.ts';
 import { menu } from './menu.ts';
 import { split } from './split.ts';
 import type { StepHandler } from './step.ts';
+import { queue } from './queue.ts';
 import { ring } from './ring.ts';
-import { aiAnswer, queue } from './unavailable.ts';
+import { aiAnswer } from './unavailable.ts';
 import { voicemail } from './voicemail.ts';
 
 export type StepHandlers = { [T in Step['type']]: StepHandler<Extract<Step, { type: T }>> };

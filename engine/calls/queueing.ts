@@ -1,0 +1,335 @@
+/**
+ * A caller waiting in a queue (the `queue` step; docs/contact-center.md, "Queue entries and distribution"). The call
+ * goes `queued` and its entry is made (`enterQueue`, held by this engine); the caller hears hold music
+ * (media/hold-music.ts) until one of:
+ *
+ * - an agent answers: distribution (any engine's, engine/queue-distributor.ts) offers the entry to an agent, this
+ *   engine hears it (the distributor's watch) and rings the agent's devices as a `ring` round does
+ *   (ringing.ts, targets `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device
+ *   to answer claims the entry (`answerEntry`: connected, the agent `on_call`) and is bridged to the caller; when
+ *   the bridge ends the agent goes to wrap-up (`queueCallEnded`, the queue's `wrapUpSecs`). Not answered in time, or
+ *   declined by every device: `releaseEntry` (a missed offer), the entry is back in its place and the caller keeps
+ *   waiting. An offer whose entry stops being offered (the agent went away) stops ringing at once.
+ * - `maxWaitMs` passes: the entry leaves `overflowed` and the plan takes `overflow`.
+ * - the call ends (the caller hangs up, a command, shutdown): the entry leaves `abandoned` before the call's end is
+ *   recorded (`queue.left` comes before `call.ended`).
+ * - `offerCallback`: every `callbackPromptMs` the caller hears `callbackPrompt`; pressing `callbackKey` makes the
+ *   entry `callback` (its place kept, the caller's number on it), the caller hears a goodbye and is hung up, and the
+ *   call waits on without them (no `maxWaitMs` any more). When the entry reaches an agent, the agent's devices ring
+ *   first; once one answers, the caller is dialled through the number's carrier and bridged to the agent. A caller
+ *   who does not answer: the agent is released (no missed offer) and the entry goes back in line; after
+ *   `callbackAttempts` such tries it leaves `abandoned` and the call ends (`callback_unanswered`).
+ */
+import { agentsOffered, missedOffersLimit } from '../../core/agents/agent-states.ts';
+import { changeState } from '../../core/calls/calls.ts';
+import {
+  answerEntry,
+  entryById,
+  type EntryRow,
+  enterQueue,
+  leaveQueue,
+  queueCallEnded,
+  releaseEntry,
+  requestCallback,
+} from '../../core/queues/entries.ts';
+import { queueById, type QueueRow } from '../../core/routing/queues.ts';
+import type { RingTarget } from '../../core/routing/definition.ts';
+import { holdMusicLoop } from '../media/hold-music.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+import type { QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
+import type { QueuedRound } from './ringing.ts';
+import type { CallServices } from './services.ts';
+
+/** How long a queue's offer rings the agent's devices before it counts as missed. */
+export const queueOfferMs = 15_000;
+/** How often a caller of a queue with `offerCallback` hears the offer. */
+export const callbackPromptMs = 30_000;
+export const callbackKey = '1';
+export const callbackPrompt = 'Press 1 to hang up and be called back. You keep your place in line.';
+export const callbackGoodbye = 'Thank you. We will call you back when an agent is free. Goodbye.';
+/** How long a callback rings the caller. */
+export const callbackRingMs = 30_000;
+/** Callbacks the caller did not answer before the entry is given up. */
+export const callbackAttempts = 3;
+
+/** What the wait needs of its call (call.ts implements it). */
+export interface QueueCall {
+  callId: string;
+  workspaceId: string;
+  /** The caller's number (a callback dials it). */
+  fromNumber: string;
+  /** The caller's media now. */
+  caller(): MediaEndpoint;
+  /** Aborts when the call ends. */
+  gone: AbortSignal;
+  onDtmf(listener: (digit: string) => void): () => void;
+  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RingOutcome>;
+  /** Runs `hook` before the call's end is recorded, whatever ends it. */
+  beforeEnd(hook: () => Promise<void>): void;
+  /** Plays a text prompt to the caller (resolves when done, or at once when it cannot be made). */
+  say(text: string): Promise<void>;
+  /**
+   * The goodbye, then our BYE to the caller; the call goes on without them (a callback). The caller hanging up
+   * meanwhile does not end the call.
+   */
+  releaseCaller(goodbye?: string): Promise<void>;
+  /** Dials `number` through the called number's carrier; answered, it is the call's caller leg (true). */
+  dialBack(number: string, timeoutMs: number): Promise<boolean>;
+  /** A dialled-back caller who is not wanted after all: BYE, the call goes on without them. */
+  dropCaller(): Promise<void>;
+  hangup(reason: string): Promise<void>;
+}
+
+/** Runs the wait; see the file's comment. */
+export async function waitInQueue(services: CallServices, call: QueueCall, step: QueueRequest): Promise<QueueOutcome> {
+  const queue = await queueById(services.pool, call.workspaceId, step.queueId).catch(() => undefined);
+  // A queue is not deleted while a published plan names it; should it be gone, the caller overflows.
+  if (queue === undefined) return 'overflowed';
+  if ((await changeState(services.pool, call.callId, 'queued')) === undefined) return 'ended';
+  const entry = await enterQueue(services.pool, {
+    callId: call.callId,
+    queueId: queue.id,
+    engineOwner: services.owner,
+  });
+  if (entry === undefined) return 'ended';
+  return new QueueWait(services, call, step, queue, entry).run();
+}
+
+type Event = 'gone' | 'deadline' | 'changed' | 'key' | 'prompt';
+const priority: readonly Event[] = ['gone', 'deadline', 'changed', 'key', 'prompt'];
+
+class QueueWait {
+  private readonly pending = new Set<Event>();
+  private wake = () => {};
+  /** While an offer rings: checks that the entry is still in it. */
+  private offerCheck: (() => void) | undefined;
+  /** While an offer rings: stops it when the caller's time is up. */
+  private offerDeadline: (() => void) | undefined;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private hold: AbortController | undefined;
+  private callback = false;
+  private keyDeferred = false;
+  private failedCallbacks = 0;
+  /** Set when the offer's claim dialled the caller back and got no answer. */
+  private dialFailed = false;
+  private answeredBy: string | undefined;
+
+  constructor(
+    private readonly services: CallServices,
+    private readonly call: QueueCall,
+    private readonly step: QueueRequest,
+    private readonly queue: QueueRow,
+    private readonly entry: EntryRow,
+  ) {}
+
+  private add(event: Event): void {
+    this.pending.add(event);
+    this.wake();
+  }
+
+  private next(): Promise<Event> {
+    return new Promise((resolve) => {
+      const take = () => {
+        const event = priority.find((candidate) => this.pending.has(candidate));
+        if (event === undefined) return false;
+        this.pending.delete(event);
+        this.wake = () => {};
+        resolve(event);
+        return true;
+      };
+      if (!take()) this.wake = () => void take();
+    });
+  }
+
+  async run(): Promise<QueueOutcome> {
+    const { pool } = this.services;
+    const { call, entry } = this;
+    // Whatever ends the call: the entry leaves `abandoned` (nothing if it left), an agent on it goes to wrap-up.
+    call.beforeEnd(async () => {
+      await leaveQueue(pool, entry.id, 'abandoned', missedOffersLimit);
+      await this.wrapUp();
+    });
+    const onGone = () => this.add('gone');
+    call.gone.addEventListener('abort', onGone, { once: true });
+    const unwatch = this.services.queues.watch(entry.id, entry.queue_id, () => {
+      if (this.offerCheck !== undefined) this.offerCheck();
+      else this.add('changed');
+    });
+    const stopKeys = call.onDtmf((digit) => {
+      if (digit === callbackKey && this.step.offerCallback && !this.callback) this.add('key');
+    });
+    this.timers.push(
+      setTimeout(() => {
+        this.add('deadline');
+        this.offerDeadline?.();
+      }, this.step.maxWaitMs),
+    );
+    if (this.step.offerCallback) {
+      // Made ahead (TTS takes a moment the first time), so that they play on time.
+      for (const tts of [callbackPrompt, callbackGoodbye]) void this.services.prompts.pcm({ tts }).catch(() => {});
+      this.timers.push(setInterval(() => this.add('prompt'), callbackPromptMs));
+    }
+    this.startHold();
+    // Distribution may have offered the entry before the watch was set.
+    this.add('changed');
+    try {
+      for (;;) {
+        const event = await this.next();
+        if (event === 'gone' || call.gone.aborted) return 'ended';
+        if (event === 'deadline' && !this.callback) {
+          await leaveQueue(pool, entry.id, 'overflowed', missedOffersLimit);
+          return 'overflowed';
+        }
+        if (event === 'prompt' && !this.callback) await this.announce();
+        if (event === 'key') await this.takeCallback();
+        if (event === 'changed') {
+          const outcome = await this.changed();
+          if (outcome !== undefined) return outcome;
+        }
+      }
+    } finally {
+      call.gone.removeEventListener('abort', onGone);
+      unwatch();
+      stopKeys();
+      for (const timer of this.timers) clearTimeout(timer);
+      this.stopHold();
+    }
+  }
+
+  private startHold(): void {
+    if (this.hold !== undefined || this.callback || this.call.gone.aborted) return;
+    const stop = new AbortController();
+    this.hold = stop;
+    const loop = holdMusicLoop();
+    const media = this.call.caller();
+    void (async () => {
+      while (!stop.signal.aborted && (await media.play(loop, stop.signal)) === 'done');
+    })();
+  }
+
+  private stopHold(): void {
+    this.hold?.abort();
+    this.hold = undefined;
+  }
+
+  private async announce(): Promise<void> {
+    this.stopHold();
+    await this.call.say(callbackPrompt);
+    this.startHold();
+  }
+
+  /** The caller pressed the callback key: the entry keeps its place as `callback`, the caller is let go. */
+  private async takeCallback(): Promise<void> {
+    if (!(await requestCallback(this.services.pool, this.entry.id, this.call.fromNumber))) {
+      // Offered right now: asked again once that offer is over, if it was not answered.
+      this.keyDeferred = true;
+      return;
+    }
+    this.callback = true;
+    this.stopHold();
+    await this.call.releaseCaller(callbackGoodbye);
+  }
+
+  /** The entry may have changed: an offer to ring, or it left. */
+  private async changed(): Promise<QueueOutcome | undefined> {
+    const now = await entryById(this.services.pool, this.entry.id);
+    // Left without this wait's doing (not by an answer here: that returned already): the plan goes on.
+    if (now === undefined || now.left_at !== null) return 'overflowed';
+    if (now.state !== 'offered' || now.offered_at === null) return undefined;
+    const members = await agentsOffered(this.services.pool, now.id);
+    if (members.length === 0) return undefined;
+    return this.offer(now.offered_at, members);
+  }
+
+  /** Rings the offered agents; see the file's comment. */
+  private async offer(offeredAt: Date, members: string[]): Promise<QueueOutcome | undefined> {
+    const { pool } = this.services;
+    const stop = new AbortController();
+    let why: 'changed' | 'deadline' | undefined;
+    const stopFor = (reason: 'changed' | 'deadline') => {
+      why ??= reason;
+      stop.abort();
+    };
+    this.offerCheck = () => {
+      void entryById(pool, this.entry.id)
+        .then((now) => {
+          if (now?.state !== 'offered' || now.offered_at?.getTime() !== offeredAt.getTime()) stopFor('changed');
+        })
+        .catch(() => {});
+    };
+    this.offerDeadline = () => {
+      if (!this.callback) stopFor('deadline');
+    };
+    if (this.pending.has('deadline')) this.offerDeadline();
+    this.dialFailed = false;
+    let outcome: RingOutcome;
+    try {
+      outcome = await this.call.ring(
+        members.map((memberId) => ({ memberId })),
+        queueOfferMs,
+        {
+          waitAudio: (signal) => signal.addEventListener('abort', () => this.stopHold(), { once: true }),
+          stop: stop.signal,
+          claim: (memberId) => this.claim(memberId),
+        },
+      );
+    } finally {
+      this.offerCheck = undefined;
+      this.offerDeadline = undefined;
+    }
+    if (outcome === 'answered') {
+      await this.wrapUp();
+      return 'answered';
+    }
+    if (this.call.gone.aborted) return 'ended';
+    if (why === 'deadline') {
+      await leaveQueue(pool, this.entry.id, 'overflowed', missedOffersLimit);
+      return 'overflowed';
+    }
+    // The agent did not answer (or declined): a missed offer. A callback the caller did not answer is no agent's.
+    if (why === undefined) {
+      await releaseEntry(pool, this.entry.id, !this.dialFailed, missedOffersLimit, offeredAt);
+    }
+    if (this.dialFailed && ++this.failedCallbacks >= callbackAttempts) {
+      await leaveQueue(pool, this.entry.id, 'abandoned', missedOffersLimit);
+      await this.call.hangup('callback_unanswered');
+      return 'ended';
+    }
+    await changeState(pool, this.call.callId, 'queued');
+    this.startHold();
+    if (this.keyDeferred) {
+      this.keyDeferred = false;
+      this.add('key');
+    }
+    // Whatever happened meanwhile (the entry offered again) is read again.
+    this.add('changed');
+    return undefined;
+  }
+
+  /** A device of `memberId` answered: a callback dials the caller first; then the entry is theirs, or not. */
+  private async claim(memberId: string | null): Promise<boolean> {
+    if (memberId === null) return false;
+    if (this.callback) {
+      const number = (await entryById(this.services.pool, this.entry.id))?.callback_number ?? this.call.fromNumber;
+      if (!(await this.call.dialBack(number, callbackRingMs))) {
+        this.dialFailed = true;
+        return false;
+      }
+    }
+    const mine = await answerEntry(this.services.pool, this.entry.id, memberId);
+    if (mine) this.answeredBy = memberId;
+    else if (this.callback) await this.call.dropCaller();
+    return mine;
+  }
+
+  /** The agent who answered goes to wrap-up (once: later calls find them no longer on this call). */
+  private async wrapUp(): Promise<void> {
+    if (this.answeredBy === undefined) return;
+    await queueCallEnded(this.services.pool, {
+      workspaceId: this.entry.workspace_id,
+      memberId: this.answeredBy,
+      entryId: this.entry.id,
+      wrapUpSecs: this.queue.wrap_up_secs,
+    });
+  }
+}

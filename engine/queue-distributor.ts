@@ -1,0 +1,143 @@
+/**
+ * The engine's queue distributor (docs/contact-center.md, "Queue entries and distribution"). Distribution itself is
+ * decided in PostgreSQL under locks (`distribute`, core/queues/entries.ts), so any number of engines may run it for
+ * one queue; this file decides when this engine runs it, and tells this engine's waiting callers
+ * (engine/calls/queueing.ts) when their entry may have changed.
+ *
+ * - It listens on `switchboard_queue`. A notice naming an entry this engine holds wakes that entry's wait (it reads
+ *   the entry again: an offer to ring, or an offer withdrawn). A notice `entered`, `released`, `left` or `agent` for a
+ *   queue where this engine holds entries distributes that queue: an entry came or went back in line, or an agent
+ *   may be free. Each run offers entries until nothing more can be offered; runs of one queue do not overlap (a
+ *   notice during a run asks for one more).
+ * - Every second, as a safety net: the queues where this engine's entries wait are distributed, and wrap-ups that
+ *   are over end (`endWrapUps`).
+ * - When the listening connection drops or comes back, every watched entry reads itself again.
+ * - At start, the entries of calls a previous run of this engine held leave `abandoned`, as its calls end.
+ */
+import type pg from 'pg';
+import { endWrapUps, missedOffersLimit } from '../core/agents/agent-states.ts';
+import { ChangeListener, queueChannel } from '../core/change-notices.ts';
+import type { Log } from '../core/log.ts';
+import { abandonOwnedEntries, distribute, parseQueueNotice, queuesWithWaitingEntries } from '../core/queues/entries.ts';
+import type { QueueWatch } from './calls/services.ts';
+
+/** How often the safety net runs (distribution of this engine's queues, the end of wrap-ups). */
+export const distributeEveryMs = 1_000;
+/** Offers one run makes at most before it yields (another run follows if asked for). */
+const offersPerRun = 100;
+
+interface Watcher {
+  queueId: string;
+  onChange: () => void;
+}
+
+export class QueueDistributor implements QueueWatch {
+  private readonly watchers = new Map<string, Watcher>();
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly again = new Set<string>();
+  private listener: ChangeListener | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly options: {
+      pool: pg.Pool;
+      databaseUrl: string;
+      /** This engine's id (calls.engine_owner, queue_entries.engine_owner). */
+      owner: string;
+      log: Pick<Log, 'info' | 'warn'>;
+    },
+  ) {}
+
+  async start(): Promise<void> {
+    const { pool, owner, log } = this.options;
+    const left = await abandonOwnedEntries(pool, owner, missedOffersLimit);
+    if (left > 0) log.warn({ owner, left }, 'queue entries of calls a previous run of this engine held left the queue');
+    this.listener = new ChangeListener(
+      this.options.databaseUrl,
+      queueChannel,
+      (payload) => this.onNotice(payload),
+      () => this.onReset(),
+      (message) => log.warn({}, message),
+    );
+    await this.listener.start();
+    this.timer = setInterval(() => this.sweep(), distributeEveryMs);
+    this.timer.unref();
+  }
+
+  watch(entryId: string, queueId: string, onChange: () => void): () => void {
+    const watcher = { queueId, onChange };
+    this.watchers.set(entryId, watcher);
+    this.distribute(queueId);
+    return () => {
+      if (this.watchers.get(entryId) === watcher) this.watchers.delete(entryId);
+    };
+  }
+
+  /** How many entries this engine's calls hold now (waiting or offered). */
+  get watching(): number {
+    return this.watchers.size;
+  }
+
+  private onNotice(payload: string): void {
+    const notice = parseQueueNotice(payload);
+    if (notice === undefined) return;
+    if (notice.entryId !== undefined) this.watchers.get(notice.entryId)?.onChange();
+    if (notice.kind !== 'offered' && this.holdsEntriesIn(notice.queueId)) this.distribute(notice.queueId);
+  }
+
+  private holdsEntriesIn(queueId: string): boolean {
+    for (const watcher of this.watchers.values()) if (watcher.queueId === queueId) return true;
+    return false;
+  }
+
+  /** Notices may have been missed: every watched entry reads itself again, and the safety net runs. */
+  private onReset(): void {
+    for (const watcher of this.watchers.values()) watcher.onChange();
+    this.sweep();
+  }
+
+  /** Distributes the queue now, or once more after the run in progress. */
+  private distribute(queueId: string): void {
+    if (this.closed) return;
+    if (this.running.has(queueId)) {
+      this.again.add(queueId);
+      return;
+    }
+    const run = (async () => {
+      do {
+        this.again.delete(queueId);
+        for (let offers = 0; offers < offersPerRun && !this.closed; offers += 1) {
+          const offered = await distribute(this.options.pool, queueId);
+          if (offered === undefined) break;
+          // This engine's entry: its wait rings the agent without waiting for the notice.
+          this.watchers.get(offered.entry.id)?.onChange();
+        }
+      } while (this.again.has(queueId) && !this.closed);
+    })()
+      .catch((error: unknown) => this.options.log.warn({ err: error, queueId }, 'queue distribution failed'))
+      .finally(() => this.running.delete(queueId));
+    this.running.set(queueId, run);
+  }
+
+  private sweep(): void {
+    if (this.closed) return;
+    this.sweeping ??= (async () => {
+      await endWrapUps(this.options.pool);
+      for (const queueId of await queuesWithWaitingEntries(this.options.pool, this.options.owner)) {
+        this.distribute(queueId);
+      }
+    })()
+      .catch((error: unknown) => this.options.log.warn({ err: error }, 'queue sweep failed'))
+      .finally(() => (this.sweeping = undefined));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.listener?.close();
+    await this.sweeping;
+    await Promise.all(this.running.values());
+  }
+}
