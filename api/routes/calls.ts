@@ -11,7 +11,7 @@ import { ApiError, notFound } from '../../core/errors.ts';
 import { CallObject } from '../../core/events/types.ts';
 import {
   type CallRow,
-  type CallState,
+  callStates,
   listCalls,
   callLegs,
   callObject,
@@ -27,16 +27,6 @@ import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 /** How long a hangup waits for the owning engine to end the call. */
 const hangupWaitMillis = 5_000;
-
-const callStates = [
-  'initiated',
-  'routing',
-  'queued',
-  'offering',
-  'connected',
-  'voicemail',
-  'ended',
-] as const satisfies readonly CallState[];
 
 export const Call = Type.Object({
   ...CallObject.properties,

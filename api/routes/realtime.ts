@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { type AgentState, agentCountsByQueue, agentStates } from '../../core/agents/agent-states.ts';
-import { type CallState, liveCallCounts } from '../../core/calls/calls.ts';
+import { liveCallCounts, liveCallStates } from '../../core/calls/calls.ts';
 import { entryFigures } from '../../core/queues/figures.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, Uuid } from '../schemas.ts';
@@ -16,15 +16,6 @@ import { DateTime, Uuid } from '../schemas.ts';
 export const intervalSecs = 900;
 /** The service level's threshold: answered within 20 seconds of entering the queue. */
 export const serviceLevelSecs = 20;
-
-const liveCallStates = [
-  'initiated',
-  'routing',
-  'queued',
-  'offering',
-  'connected',
-  'voicemail',
-] as const satisfies readonly CallState[];
 
 const count = (description: string) => Type.Integer({ minimum: 0, description });
 

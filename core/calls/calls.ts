@@ -10,7 +10,11 @@ import { appendEvent } from '../events/outbox.ts';
 import type { CallObject } from '../events/types.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 
-export type CallState = 'initiated' | 'routing' | 'queued' | 'offering' | 'connected' | 'voicemail' | 'ended';
+/** A call's states (spec section 3), in the order a call goes through them; `ended` last. */
+export const callStates = ['initiated', 'routing', 'queued', 'offering', 'connected', 'voicemail', 'ended'] as const;
+export type CallState = (typeof callStates)[number];
+/** The states of a call not ended. */
+export const liveCallStates = callStates.filter((state) => state !== 'ended') as Exclude<CallState, 'ended'>[];
 
 export interface CallRow {
   id: string;
