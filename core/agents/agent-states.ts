@@ -105,6 +105,8 @@ export interface StateChange {
 
 export interface ChangedAgent {
   previous: AgentState;
+  /** The entry the agent was offered or on a call for before the change, read under the row's lock. */
+  previousEntryId: string | null;
   agent: AgentRow;
   /** Whether anything changed (and an event was written). */
   changed: boolean;
@@ -127,8 +129,8 @@ export async function changeAgentState(
      ON CONFLICT (member_id) DO NOTHING`,
     [memberId, workspaceId],
   );
-  const locked = await db.query<{ state: AgentState; reason: string | null }>(
-    'SELECT state, reason FROM agent_states WHERE member_id = $1 AND workspace_id = $2 FOR UPDATE',
+  const locked = await db.query<{ state: AgentState; reason: string | null; entry_id: string | null }>(
+    'SELECT state, reason, entry_id FROM agent_states WHERE member_id = $1 AND workspace_id = $2 FOR UPDATE',
     [memberId, workspaceId],
   );
   const current = locked.rows[0];
@@ -137,7 +139,8 @@ export async function changeAgentState(
   const sameState = current.state === change.state && current.reason === reason;
   const entryId = change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null;
   if (sameState && change.missedOffers === undefined && !change.answered) {
-    return { previous: current.state, agent: (await agentOf(db, workspaceId, memberId)) as AgentRow, changed: false };
+    const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
+    return { previous: current.state, previousEntryId: current.entry_id, agent, changed: false };
   }
   await db.query(
     `UPDATE agent_states SET
@@ -185,7 +188,7 @@ export async function changeAgentState(
       },
     });
   }
-  return { previous: current.state, agent, changed: !sameState };
+  return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
 }
 
 /** Changes a member's state in a transaction of its own; see `changeAgentState`. */

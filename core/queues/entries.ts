@@ -316,15 +316,24 @@ export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInp
   const found = reachable.rows[0];
   if (found === undefined) return { outcome: 'not_found' };
   if (input.state === 'available' && !found.reachable) return { outcome: 'unreachable' };
+  // The entry the agent is offered, locked before the agent (the order answerEntry takes them in).
   const offeredFor = (await agentOf(db, input.workspaceId, input.memberId))?.entry_id ?? null;
-  const entry = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
+  const early = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
   const before = await changeAgentState(db, input.workspaceId, input.memberId, {
     state: input.state,
     reason: input.reason,
     actor: input.actor,
   });
   if (before === undefined) return { outcome: 'not_found' };
-  // Offered a caller: the entry goes back in line, in its place, unless another agent is offered it too.
+  // Offered a caller: the entry goes back in line, in its place, unless another agent is offered it too. A
+  // distribution that committed between the first read and the agent's lock offered another entry: that one is
+  // locked now (the other order; PostgreSQL resolves the rare deadlock by failing one of the two transactions).
+  const entry =
+    before.previousEntryId === null
+      ? undefined
+      : before.previousEntryId === early?.id
+        ? early
+        : await lockedEntry(db, before.previousEntryId);
   if (before.previous === 'offered' && entry !== undefined && (await agentsOfEntry(db, entry.id)).length === 0) {
     await requeue(db, entry);
   }
@@ -337,10 +346,8 @@ export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInp
  * `offered` gives the entry back to the line first (it stays first: it keeps its place); `available` is announced
  * to the member's queues. From `wrap_up`, any state ends the wrap-up.
  */
-export async function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Promise<PersonSetOutcome> {
-  return inTransaction(pool, async (db) => {
-    return changeStateByPerson(db, input);
-  });
+export function setStateByPerson(pool: pg.Pool, input: PersonSetInput): Promise<PersonSetOutcome> {
+  return inTransaction(pool, (db) => changeStateByPerson(db, input));
 }
 
 /**
