@@ -59,6 +59,7 @@ const realTime = [
   'test/engine/queue.test.ts',
   'test/engine/queue-callback.test.ts',
   'test/engine/queue-races.test.ts',
+  'test/engine/hold.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole

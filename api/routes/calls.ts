@@ -1,5 +1,5 @@
 /**
- * Operations 50-52: calls (docs/calls.md). Calls are written by the engine (core/calls/calls.ts); the API lists
+ * Operations 50-52 and 54: calls (docs/calls.md; hold: docs/contact-center.md). Calls are written by the engine (core/calls/calls.ts); the API lists
  * them, shows one with its legs, and asks the engine that holds a call's media to hang it up: the request is recorded
  * on the call and announced on `callControlChannel` in the request's transaction, then, with that transaction
  * committed and no connection held, the answer waits until the engine has ended the call (or 5 seconds, marked
@@ -60,6 +60,16 @@ const HangupAnswer = Type.Object({
       description: 'Present (true) when the engine had not ended the call within 5 seconds; it is still asked to',
     }),
   ),
+});
+
+const HoldBody = Type.Object(
+  { hold: Type.Boolean({ description: 'true: the caller hears hold music and the party silence; false: resume' }) },
+  { additionalProperties: false },
+);
+
+const HoldAnswer = Type.Object({
+  ...Call.properties,
+  hold: Type.Boolean({ description: 'What was asked: the engine holding the call acts on it at once' }),
 });
 
 const CallListQuery = Type.Object(
@@ -208,6 +218,26 @@ export function callRoutes(app: FastifyInstance, services: Services) {
             hangupOutcome(services, endings, row, { started, until: started + hangupWait }, context.request),
         },
       };
+    },
+  });
+
+  defineOperation(app, services, 'holdCall', {
+    schemas: { params: IdParams, body: HoldBody, response: { 200: HoldAnswer } },
+    handler: async (context) => {
+      const workspace = requireWorkspace(context);
+      const { hold } = context.body as { hold: boolean };
+      // Recorded on the call (a connected one only) and announced in the idempotent transaction, as a hangup is.
+      const row = await recordCallCommand(context.db, workspace.id, {
+        action: 'hold',
+        callId: context.params.id as string,
+        hold,
+      });
+      if (row === undefined) throw notFound('call');
+      if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
+      if (row.state !== 'connected') {
+        throw new ApiError('call_conflict', `the call is ${row.state}: only a connected call can be held or resumed`);
+      }
+      return { status: 200, body: { ...callJson(row), hold } };
     },
   });
 }

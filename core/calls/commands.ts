@@ -5,7 +5,7 @@
  * (engine/calls/commands.ts). On reconnecting, and every 2 s, the engine also reads the commands recorded for its
  * calls (`pendingCallCommands`), so a missed announcement is not lost.
  *
- * Today the only command is `hangup`. A new one (transfer, hold, recording, supervise) is a member of the union and
+ * Today the commands are `hangup` and `hold`. A new one (transfer, recording, supervise) is a member of the union and
  * its schema here, how it is recorded on the call (`recordCallCommand`) and read back (`pendingCallCommands`), and
  * its case in the engine's dispatch (the compiler lists the switch that lacks it).
  */
@@ -19,7 +19,14 @@ import { type CallRow, callColumns } from './calls.ts';
 export const HangupCommand = Type.Object({ action: Type.Literal('hangup'), callId: Type.String() });
 export type HangupCommand = Static<typeof HangupCommand>;
 
-export const CallCommand = Type.Union([HangupCommand]);
+/**
+ * Hold (`hold: true`) or resume a connected call (`POST /calls/{id}/hold`): recorded as `calls.hold_requested`, which
+ * a new connection of the call clears. Acting on it twice is acting on it once.
+ */
+export const HoldCommand = Type.Object({ action: Type.Literal('hold'), callId: Type.String(), hold: Type.Boolean() });
+export type HoldCommand = Static<typeof HoldCommand>;
+
+export const CallCommand = Type.Union([HangupCommand, HoldCommand]);
 export type CallCommand = Static<typeof CallCommand>;
 
 const callCommand = Compile(CallCommand);
@@ -57,6 +64,18 @@ export async function recordCallCommand(
       row = result.rows[0];
       break;
     }
+    case 'hold': {
+      // Only a connected call is recorded; the caller reads the state it is in and refuses any other.
+      const result = await db.query<CallRow>(
+        `UPDATE calls c SET hold_requested = CASE WHEN c.state = 'connected' THEN $3 ELSE c.hold_requested END
+           FROM workspaces w
+          WHERE c.id = $1 AND c.workspace_id = $2 AND w.id = c.workspace_id RETURNING ${callColumns}`,
+        [command.callId, workspaceId, command.hold],
+      );
+      row = result.rows[0];
+      if (row !== undefined && row.ended_at === null && row.state !== 'connected') return row;
+      break;
+    }
   }
   if (row === undefined || row.ended_at !== null) return row;
   // The call's id as stored (the path may spell it in capitals): the engine finds its calls by it.
@@ -66,9 +85,14 @@ export async function recordCallCommand(
 
 /** The commands recorded for the live calls an engine owns (the re-check on reconnect and the 2 s poll). */
 export async function pendingCallCommands(db: Queryable, engineOwner: string): Promise<CallCommand[]> {
-  const result = await db.query<{ id: string }>(
-    `SELECT id FROM calls WHERE engine_owner = $1 AND ended_at IS NULL AND hangup_requested_at IS NOT NULL`,
+  const result = await db.query<{ id: string; hangup: boolean; hold: boolean | null }>(
+    `SELECT id, hangup_requested_at IS NOT NULL AS hangup, CASE WHEN state = 'connected' THEN hold_requested END AS hold
+       FROM calls
+      WHERE engine_owner = $1 AND ended_at IS NULL
+        AND (hangup_requested_at IS NOT NULL OR (state = 'connected' AND hold_requested IS NOT NULL))`,
     [engineOwner],
   );
-  return result.rows.map(({ id }) => ({ action: 'hangup', callId: id }));
+  return result.rows.map(({ id, hangup, hold }): CallCommand =>
+    hangup ? { action: 'hangup', callId: id } : { action: 'hold', callId: id, hold: hold === true },
+  );
 }

@@ -14,6 +14,7 @@ import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
 import { bridgeDialled, type Dialled, dialOut, hangUpDialled } from './dial-out.ts';
+import { holdCaller } from './hold.ts';
 import type { Leg } from './leg.ts';
 import { type QueueCall, waitInQueue } from './queueing.ts';
 import { type QueuedRound, ringRound, type RoundContext } from './ringing.ts';
@@ -323,6 +324,13 @@ export class Call implements CallControl {
   async enter(state: 'voicemail' | 'routing'): Promise<void> {
     if (this.ended) return;
     await changeState(this.services.pool, this.row.id, state);
+  }
+
+  /** Holds or resumes the caller's bridge (hold.ts); a call not bridged now has nothing to hold. */
+  hold(on: boolean): boolean {
+    const caller = this.caller;
+    if (this.ended || caller === undefined) return false;
+    return holdCaller(caller.media, on);
   }
 
   note(what: 'step_unavailable', detail: string): void {

@@ -13,10 +13,15 @@ export async function dispatchCallCommand(calls: ActiveCalls, command: CallComma
     case 'hangup':
       await call.hangup('hangup_requested');
       return true;
+    case 'hold':
+      // Before the bridge is up (or between parties) there is nothing to hold; the 2 s re-read of the recorded
+      // request applies it once the call is bridged.
+      call.hold(command.hold);
+      return true;
     default: {
       // A member of CallCommand without its case here fails the compiler.
-      const unhandled: never = command.action;
-      throw new Error(`call command ${String(unhandled)} has no dispatch`);
+      const unhandled: never = command;
+      throw new Error(`call command ${JSON.stringify(unhandled)} has no dispatch`);
     }
   }
 }

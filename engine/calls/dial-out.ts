@@ -7,7 +7,7 @@
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
 import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
 import { openSecret } from '../../core/sealing.ts';
-import { bridge } from '../media/bridge.ts';
+import { bridgeCaller } from './hold.ts';
 import { MediaEndpoint as Media, type MediaEndpoint } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { cancelInvite, makeInvite } from './invite.ts';
@@ -160,7 +160,7 @@ export async function bridgeDialled(
   const { leg } = dialled;
   try {
     await changeState(pool, call.callId, 'connected', { connectedLeg: { id: leg.id, ...connectedLeg } });
-    const unbridge = bridge(call.caller, leg.media);
+    const unbridge = bridgeCaller(call.caller, leg.media);
     // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call). Our BYE goes at
     // once (the far end has acknowledged its answer); a far end that hung up at the same time is no error.
     if (!(await farEndHungUp(leg, call.gone))) void leg.bye();

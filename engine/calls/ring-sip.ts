@@ -18,7 +18,7 @@ import { systemClock } from '../../core/clock.ts';
 import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
 import type { RingMode } from '../../core/routing/definition.ts';
-import { bridge } from '../media/bridge.ts';
+import { bridgeCaller } from './hold.ts';
 import { mutedUntilKey } from '../media/muted-until-key.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
@@ -226,7 +226,7 @@ export async function connectSipDevice(
     });
     // `muted`: the phone's audio is held back until its person presses a key (muted-until-key.ts).
     const phone = answer.mode === 'muted' ? mutedUntilKey(leg.media) : undefined;
-    const unbridge = bridge(round.caller, phone ?? leg.media);
+    const unbridge = bridgeCaller(round.caller, phone ?? leg.media);
     const hungUp = await farEnd;
     unbridge();
     phone?.close();

@@ -22,7 +22,7 @@ import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
 import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
-import { bridge } from '../media/bridge.ts';
+import { bridgeCaller } from './hold.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
@@ -373,7 +373,7 @@ async function connect(
         externalUserId: device?.external_user_id ?? null,
       },
     });
-    const unbridge = bridge(round.caller, endpoint);
+    const unbridge = bridgeCaller(round.caller, endpoint);
     // A browser that went away while connecting has ended already: its hangup was heard before anyone listened.
     if (!leg.ended) await farEndHungUp(leg, round.gone);
     unbridge();

@@ -885,14 +885,15 @@ test('/openapi.json describes the 81 operations', async (t) => {
     Array.from({ length: 81 }, (_, index) => index + 1),
   );
   const schemes = Object.keys(document.components.securitySchemes);
-  // The operations built so far: identity (1-16), numbers and routing (19-48), calls (50-52), devices and offers (59-66),
-  // webhooks (73-79), the event log (80).
+  // The operations built so far: identity (1-16), numbers and routing (19-48), calls (50-52, 54), agents (57, 58),
+  // devices and offers (59-66), webhooks (73-79), the event log (80), live figures (81).
   const implementedOperations = new Set([
     ...Array.from({ length: 16 }, (_, index) => index + 1),
     ...Array.from({ length: 30 }, (_, index) => index + 19),
     50,
     51,
     52,
+    54,
     57,
     58,
     ...Array.from({ length: 8 }, (_, index) => index + 59),

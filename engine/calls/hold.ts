@@ -1,0 +1,64 @@
+/**
+ * Hold (operation 54, docs/contact-center.md "Call control"): a caller's bridge that can be held. Every place that
+ * bridges a caller to their party (a browser or SIP device in ringing.ts and ring-sip.ts, a cell, forward or
+ * callback in dial-out.ts, and so a queue's agent) bridges through `bridgeCaller`, which registers the bridge under
+ * the caller's media; the call's `hold` command (engine/calls/commands.ts, through `Call.hold`) reaches it there.
+ *
+ * Held, the bridge is stopped both ways: the caller hears the hold music (engine/media/hold-music.ts, as in a
+ * queue), the party hears silence (nothing is sent to them). Resumed, the music stops and the two are bridged
+ * again. Holding a held call, or resuming one not held, changes nothing. No re-INVITE is sent to SIP parties.
+ */
+import { type BridgeEndpoint, bridge } from '../media/bridge.ts';
+import { holdMusicLoop } from '../media/hold-music.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+
+type Caller = Pick<MediaEndpoint, 'onAudio' | 'send' | 'play'> & Partial<Pick<MediaEndpoint, 'onDtmf' | 'sendDtmf'>>;
+
+interface HoldableBridge {
+  hold(on: boolean): void;
+}
+
+/** The bridges now up, by the caller's media (one at a time per caller). */
+const bridges = new WeakMap<object, HoldableBridge>();
+
+/** Bridges `caller` and `party` as `bridge` does, holdable by `holdCaller`; the returned function ends it. */
+export function bridgeCaller(caller: Caller, party: BridgeEndpoint): () => void {
+  let unbridge: (() => void) | undefined = bridge(caller, party);
+  let music: AbortController | undefined;
+  let ended = false;
+  const held: HoldableBridge = {
+    hold(on) {
+      if (ended || on === (music !== undefined)) return;
+      if (on) {
+        unbridge?.();
+        unbridge = undefined;
+        const playing = new AbortController();
+        music = playing;
+        const loop = holdMusicLoop();
+        void (async () => {
+          while (!playing.signal.aborted && (await caller.play(loop, playing.signal)) === 'done');
+        })().catch(() => {});
+      } else {
+        music?.abort();
+        music = undefined;
+        unbridge = bridge(caller, party);
+      }
+    },
+  };
+  bridges.set(caller, held);
+  return () => {
+    if (ended) return;
+    ended = true;
+    unbridge?.();
+    music?.abort();
+    if (bridges.get(caller) === held) bridges.delete(caller);
+  };
+}
+
+/** Holds (`on`) or resumes the bridge of `caller`; false when the caller is not bridged now. */
+export function holdCaller(caller: object, on: boolean): boolean {
+  const held = bridges.get(caller);
+  if (held === undefined) return false;
+  held.hold(on);
+  return true;
+}
