@@ -132,6 +132,8 @@ export interface EmbeddedOptions {
   programs?: string;
   /** Where root keeps a copy of the programs its `postgres` account can run; default the temporary folder. */
   copies?: string;
+  /** The server's `max_connections`; default PostgreSQL's (100). The test suite's parallel workers need more. */
+  maxConnections?: number;
 }
 
 /**
@@ -170,6 +172,7 @@ async function startCluster(
       'unix_socket_directories=',
       '-c',
       'lc_messages=C',
+      ...(options.maxConnections === undefined ? [] : ['-c', `max_connections=${options.maxConnections}`]),
     ],
     port,
     { cwd: clusterDir, account, log },

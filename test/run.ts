@@ -19,11 +19,14 @@ if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {
   }
   const port = given === '' ? await freePort() : Number(given);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-test-'));
-  const embedded = await openEmbeddedDatabase(dataDir, port, () => {}).catch(async (error: Error) => {
-    process.stderr.write(`npm test: ${error.message}\n`);
-    await rm(dataDir, { recursive: true, force: true });
-    process.exit(1);
-  });
+  // Every test file's service opens pools of its own, and files run in parallel: more than PostgreSQL's default 100.
+  const embedded = await openEmbeddedDatabase(dataDir, port, () => {}, { maxConnections: 400 }).catch(
+    async (error: Error) => {
+      process.stderr.write(`npm test: ${error.message}\n`);
+      await rm(dataDir, { recursive: true, force: true });
+      process.exit(1);
+    },
+  );
   process.env.DATABASE_URL = embedded.url;
   process.stdout.write('tests use an embedded PostgreSQL (DATABASE_URL is not set)\n');
   stop = async () => {
