@@ -201,7 +201,7 @@ export async function changeAgentState(
  */
 export async function offerableAgents(
   db: pg.PoolClient,
-  queue: { id: string; workspaceId: string; memberIds: readonly string[]; strategy: string },
+  queue: { workspaceId: string; memberIds: readonly string[]; strategy: string },
   limit: number,
 ): Promise<string[]> {
   const order =

@@ -132,7 +132,7 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
     if (first === undefined) return undefined;
     const memberIds = await offerableAgents(
       db,
-      { id: queue.id, workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+      { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
       queue.strategy === 'ring_all' ? 50 : 1,
     );
     if (memberIds.length === 0) return undefined;
