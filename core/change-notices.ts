@@ -25,6 +25,20 @@ export const offerChannel = 'switchboard_offers';
  */
 export const queueChannel = 'switchboard_queue';
 
+/**
+ * A notice's JSON payload when `schema` (a compiled TypeBox schema) accepts it; undefined for anything else
+ * (unreadable JSON, another shape): payloads come from other processes and are checked before use.
+ */
+export function parseNotice<T>(payload: string, schema: { Check(value: unknown): value is T }): T | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  return schema.Check(value) ? value : undefined;
+}
+
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, payload]);
 }

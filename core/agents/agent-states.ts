@@ -142,17 +142,20 @@ export async function changeAgentState(
     const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
     return { previous: current.state, previousEntryId: current.entry_id, agent, changed: false };
   }
-  await db.query(
-    `UPDATE agent_states SET
+  // The agent as `agentOf` shows it, returned by the update itself (no second read).
+  const updated = await db.query<AgentRow>(
+    `UPDATE agent_states a SET
        state = $2, reason = $3, actor = $4, entry_id = $5,
-       changed_at = CASE WHEN $10 THEN changed_at ELSE clock_timestamp() END,
-       idle_since = CASE WHEN $2 = 'available' AND (state <> 'available' OR idle_since IS NULL)
-                         THEN clock_timestamp() ELSE idle_since END,
+       changed_at = CASE WHEN $10 THEN a.changed_at ELSE clock_timestamp() END,
+       idle_since = CASE WHEN $2 = 'available' AND (a.state <> 'available' OR a.idle_since IS NULL)
+                         THEN clock_timestamp() ELSE a.idle_since END,
        wrap_up_until = CASE WHEN $2 = 'wrap_up' THEN clock_timestamp() + make_interval(secs => $6) END,
-       missed_offers = CASE $7 WHEN 'missed' THEN missed_offers + 1 WHEN 'reset' THEN 0 ELSE missed_offers END,
-       last_offered_at = CASE WHEN $8 THEN clock_timestamp() ELSE last_offered_at END,
-       calls_answered = calls_answered + CASE WHEN $9 THEN 1 ELSE 0 END
-     WHERE member_id = $1`,
+       missed_offers = CASE $7 WHEN 'missed' THEN a.missed_offers + 1 WHEN 'reset' THEN 0 ELSE a.missed_offers END,
+       last_offered_at = CASE WHEN $8 THEN clock_timestamp() ELSE a.last_offered_at END,
+       calls_answered = a.calls_answered + CASE WHEN $9 THEN 1 ELSE 0 END
+     FROM members m JOIN workspaces w ON w.id = m.workspace_id
+     WHERE a.member_id = $1 AND m.id = a.member_id
+     RETURNING ${columns}`,
     [
       memberId,
       change.state,
@@ -166,7 +169,7 @@ export async function changeAgentState(
       sameState,
     ],
   );
-  const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
+  const agent = updated.rows[0] as AgentRow;
   if (!sameState) {
     await appendEvent(db, {
       type: 'agent.state_changed',
@@ -191,16 +194,6 @@ export async function changeAgentState(
   return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
 }
 
-/** Changes a member's state in a transaction of its own; see `changeAgentState`. */
-export function setAgentState(
-  pool: pg.Pool,
-  workspaceId: string,
-  memberId: string,
-  change: StateChange,
-): Promise<ChangedAgent | undefined> {
-  return inTransaction(pool, (db) => changeAgentState(db, workspaceId, memberId, change));
-}
-
 /**
  * The queue's members that may be offered a call now, locked (`FOR UPDATE SKIP LOCKED`: one another transaction
  * holds is passed over, never waited for): `available`, with a free live device, in the strategy's order, at most
@@ -208,7 +201,7 @@ export function setAgentState(
  */
 export async function offerableAgents(
   db: pg.PoolClient,
-  queue: { id: string; workspaceId: string; memberIds: readonly string[]; strategy: string },
+  queue: { workspaceId: string; memberIds: readonly string[]; strategy: string },
   limit: number,
 ): Promise<string[]> {
   const order =
@@ -250,27 +243,21 @@ export async function agentsOffered(db: Queryable, entryId: string): Promise<str
   return result.rows.map((row) => row.member_id);
 }
 
-/** Ends the wrap-ups that are over: those agents are `available` again (actor `system`). Returns how many. */
-export async function endWrapUps(pool: pg.Pool): Promise<number> {
-  const due = await pool.query<{ member_id: string; workspace_id: string }>(
-    `SELECT member_id, workspace_id FROM agent_states WHERE state = 'wrap_up' AND wrap_up_until <= clock_timestamp()
-      ORDER BY wrap_up_until LIMIT 500`,
-  );
-  let ended = 0;
-  for (const { member_id, workspace_id } of due.rows) {
-    const done = await inTransaction(pool, async (db) => {
-      const still = await db.query(
-        `SELECT 1 FROM agent_states WHERE member_id = $1 AND state = 'wrap_up' AND wrap_up_until <= clock_timestamp()
-          FOR UPDATE SKIP LOCKED`,
-        [member_id],
-      );
-      if (still.rowCount === 0) return false;
+/**
+ * Ends the wrap-ups that are over: those agents are `available` again (actor `system`), in one transaction; rows
+ * another transaction holds (another engine ending them, a person setting a state) are passed over. Returns how many.
+ */
+export function endWrapUps(pool: pg.Pool): Promise<number> {
+  return inTransaction(pool, async (db) => {
+    const due = await db.query<{ member_id: string; workspace_id: string }>(
+      `SELECT member_id, workspace_id FROM agent_states WHERE state = 'wrap_up' AND wrap_up_until <= clock_timestamp()
+        ORDER BY wrap_up_until LIMIT 500 FOR UPDATE SKIP LOCKED`,
+    );
+    for (const { member_id, workspace_id } of due.rows) {
       await changeAgentState(db, workspace_id, member_id, { state: 'available', reason: null, actor: 'system' });
-      return true;
-    });
-    if (done) ended += 1;
-  }
-  return ended;
+    }
+    return due.rows.length;
+  });
 }
 
 /** One queue's agents in one state (the live figures, operation 81; docs/contact-center.md, "Live figures"). */

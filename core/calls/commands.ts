@@ -11,7 +11,7 @@
  */
 import { type Static, Type } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { announce, callControlChannel } from '../change-notices.ts';
+import { announce, callControlChannel, parseNotice } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import { type CallRow, callColumns } from './calls.ts';
 
@@ -33,13 +33,7 @@ const callCommand = Compile(CallCommand);
 
 /** An announcement's payload as a command; undefined for anything that is not one (unreadable, unknown action). */
 export function parseCallCommand(payload: string): CallCommand | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  return callCommand.Check(value) ? value : undefined;
+  return parseNotice(payload, callCommand);
 }
 
 /**

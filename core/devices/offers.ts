@@ -11,14 +11,16 @@
  * the accept by call.
  */
 import type pg from 'pg';
-import { announce, offerChannel } from '../change-notices.ts';
+import { type Static, Type } from 'typebox';
+import { Compile } from 'typebox/compile';
+import { announce, offerChannel, parseNotice } from '../change-notices.ts';
 import { inTransaction, type Queryable } from '../database.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 import type { RingMode } from '../routing/definition.ts';
 import { deviceById, type DeviceOwner, setDeviceBusy } from './devices.ts';
 
-export type OfferState = 'offered' | 'accepted' | 'declined' | 'withdrawn' | 'expired';
-export const offerStates: readonly OfferState[] = ['offered', 'accepted', 'declined', 'withdrawn', 'expired'];
+export const offerStates = ['offered', 'accepted', 'declined', 'withdrawn', 'expired'] as const;
+export type OfferState = (typeof offerStates)[number];
 
 export interface OfferRow {
   id: string;
@@ -67,12 +69,14 @@ export function offerJson(row: OfferRow) {
 // Announcements
 
 /** What `offerChannel` carries: one offer of one device changed. */
-export interface OfferNotice {
-  deviceId: string;
-  callId: string;
-  offerId: string;
-  state: OfferState;
-}
+const OfferNotice = Type.Object({
+  deviceId: Type.String(),
+  callId: Type.String(),
+  offerId: Type.String(),
+  state: Type.Enum([...offerStates]),
+});
+export type OfferNotice = Static<typeof OfferNotice>;
+const offerNotice = Compile(OfferNotice);
 
 interface Changed {
   id: string;
@@ -96,17 +100,7 @@ async function announceOffers(db: Queryable, rows: readonly Changed[]): Promise<
 
 /** An announcement's payload as a notice; undefined for anything else. */
 export function parseOfferNotice(payload: string): OfferNotice | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { deviceId, callId, offerId, state } = value as Record<string, unknown>;
-  if (typeof deviceId !== 'string' || typeof callId !== 'string' || typeof offerId !== 'string') return undefined;
-  if (!offerStates.includes(state as OfferState)) return undefined;
-  return { deviceId, callId, offerId, state: state as OfferState };
+  return parseNotice(payload, offerNotice);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@
  * change that matters to another process is announced on `switchboard_queue` (`QueueNotice`).
  */
 import type pg from 'pg';
+import { type Static, Type } from 'typebox';
+import { Compile } from 'typebox/compile';
 import { agentOf, agentsOfEntry, changeAgentState, offerableAgents, type PersonState } from '../agents/agent-states.ts';
 import { callEnvelope, readCall } from '../calls/calls.ts';
-import { announce, queueChannel } from '../change-notices.ts';
+import { announce, parseNotice, queueChannel } from '../change-notices.ts';
 import { inTransaction, type Queryable } from '../database.ts';
-import { memberHasLiveDevice } from '../devices/devices.ts';
 import { appendEvent } from '../events/outbox.ts';
 import { lockQueue, queuesOfMember } from '../routing/queues.ts';
 
@@ -34,23 +35,17 @@ export interface EntryRow {
 const columns = `id, queue_id, call_id, workspace_id, priority, state, engine_owner, callback_number, enqueued_at,
   offered_at, connected_at, left_at`;
 
-export interface QueueNotice {
-  queueId: string;
-  entryId?: string;
-  kind: 'entered' | 'offered' | 'released' | 'left' | 'agent';
-}
+const QueueNotice = Type.Object({
+  queueId: Type.String(),
+  entryId: Type.Optional(Type.String()),
+  kind: Type.Enum(['entered', 'offered', 'released', 'left', 'agent']),
+});
+export type QueueNotice = Static<typeof QueueNotice>;
+const queueNotice = Compile(QueueNotice);
 
 /** A notice of `queueChannel`, or undefined when it is not one. */
 export function parseQueueNotice(payload: string): QueueNotice | undefined {
-  try {
-    const notice = JSON.parse(payload) as Partial<QueueNotice>;
-    const kinds = ['entered', 'offered', 'released', 'left', 'agent'];
-    if (typeof notice.queueId !== 'string' || !kinds.includes(notice.kind as string)) return undefined;
-    if (notice.entryId !== undefined && typeof notice.entryId !== 'string') return undefined;
-    return notice as QueueNotice;
-  } catch {
-    return undefined;
-  }
+  return parseNotice(payload, queueNotice);
 }
 
 async function notify(db: Queryable, notice: QueueNotice): Promise<void> {
@@ -58,7 +53,7 @@ async function notify(db: Queryable, notice: QueueNotice): Promise<void> {
 }
 
 /** The `queue` object of `queue.entered` and `queue.left` (spec section 2). */
-export function entryObject(row: EntryRow) {
+function entryObject(row: EntryRow) {
   return {
     queueId: row.queue_id,
     entryId: row.id,
@@ -137,7 +132,7 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
     if (first === undefined) return undefined;
     const memberIds = await offerableAgents(
       db,
-      { id: queue.id, workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+      { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
       queue.strategy === 'ring_all' ? 50 : 1,
     );
     if (memberIds.length === 0) return undefined;
@@ -290,7 +285,7 @@ export async function queueCallEnded(
 }
 
 /** Tells every queue that names the member that it may be offered a call now. */
-export async function announceAgent(db: Queryable, workspaceId: string, memberId: string): Promise<void> {
+async function announceAgent(db: Queryable, workspaceId: string, memberId: string): Promise<void> {
   for (const queueId of await queuesOfMember(db, workspaceId, memberId)) {
     await notify(db, { queueId, kind: 'agent' });
   }
@@ -309,16 +304,11 @@ export interface PersonSetInput {
 
 /** `setStateByPerson` inside the caller's transaction (operation 58 runs it in its idempotent one). */
 export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInput): Promise<PersonSetOutcome> {
-  const reachable = await db.query<{ reachable: boolean }>(
-    `SELECT ${memberHasLiveDevice('m.id', false)} AS reachable FROM members m WHERE m.id = $1 AND m.workspace_id = $2`,
-    [input.memberId, input.workspaceId],
-  );
-  const found = reachable.rows[0];
+  const found = await agentOf(db, input.workspaceId, input.memberId);
   if (found === undefined) return { outcome: 'not_found' };
   if (input.state === 'available' && !found.reachable) return { outcome: 'unreachable' };
   // The entry the agent is offered, locked before the agent (the order answerEntry takes them in).
-  const offeredFor = (await agentOf(db, input.workspaceId, input.memberId))?.entry_id ?? null;
-  const early = offeredFor === null ? undefined : await lockedEntry(db, offeredFor);
+  const early = found.entry_id === null ? undefined : await lockedEntry(db, found.entry_id);
   const before = await changeAgentState(db, input.workspaceId, input.memberId, {
     state: input.state,
     reason: input.reason,
