@@ -9,8 +9,8 @@
  *   queue where this engine holds entries distributes that queue: an entry came or went back in line, or an agent
  *   may be free. Each run offers entries until nothing more can be offered; runs of one queue do not overlap (a
  *   notice during a run asks for one more).
- * - Every second, as a safety net: the queues where this engine's entries wait are distributed, and wrap-ups that
- *   are over end (`endWrapUps`).
+ * - Every second, as a safety net: the queues where this engine's entries wait are distributed (read only while its
+ *   calls watch entries), and wrap-ups that are over end (`endWrapUps`).
  * - When the listening connection drops or comes back, every watched entry reads itself again.
  * - At start, the entries of calls a previous run of this engine held leave `abandoned`, as its calls end.
  */
@@ -125,6 +125,8 @@ export class QueueDistributor implements QueueWatch {
     if (this.closed) return;
     this.sweeping ??= (async () => {
       await endWrapUps(this.options.pool);
+      // This engine's entries are those its calls watch: with none, there is no queue of its own to distribute.
+      if (this.watchers.size === 0) return;
       for (const queueId of await queuesWithWaitingEntries(this.options.pool, this.options.owner)) {
         this.distribute(queueId);
       }

@@ -13,7 +13,7 @@ import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/defin
 import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
-import { bridgeDialled, type Dialled, dialOut, hangUpDialled } from './dial-out.ts';
+import { bridgeDialled, type Dialled, type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
 import { holdCaller } from './hold.ts';
 import type { Leg } from './leg.ts';
 import { type QueueCall, waitInQueue } from './queueing.ts';
@@ -184,20 +184,26 @@ export class Call implements CallControl {
    */
   async forward(to: string, timeoutMs: number): Promise<boolean> {
     if (this.ended) return false;
-    const dialled = await dialOut(this.services, {
-      callId: this.row.id,
-      from: this.row.to_number,
-      carrierName: this.carrierName,
-      to,
-      timeoutMs,
-      signal: this.gone.signal,
-      unavailable: (detail) => this.note('step_unavailable', detail),
-    });
+    const dialled = await this.dial(to, 'forward', timeoutMs, this.gone.signal);
     if (dialled === undefined) return false;
     await bridgeDialled(this.services, { callId: this.row.id, caller: this.media, gone: this.gone.signal }, dialled, {
       role: 'forward',
     });
     return true;
+  }
+
+  /** Dials `to` from the called number through its carrier (dial-out.ts); what cannot be dialled is noted. */
+  private dial(to: string, role: DialRole, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined> {
+    return dialOut(this.services, {
+      callId: this.row.id,
+      from: this.row.to_number,
+      carrierName: this.carrierName,
+      to,
+      role,
+      timeoutMs,
+      signal,
+      unavailable: (detail) => this.note('step_unavailable', detail),
+    });
   }
 
   /**
@@ -218,17 +224,7 @@ export class Call implements CallControl {
         return media();
       },
       gone: this.gone.signal,
-      dialCell: (to, ringMs, signal) =>
-        dialOut(this.services, {
-          callId: this.row.id,
-          from: this.row.to_number,
-          carrierName: this.carrierName,
-          to,
-          role: 'cell',
-          timeoutMs: ringMs,
-          signal,
-          unavailable: (detail) => this.note('step_unavailable', detail),
-        }),
+      dialCell: (to, ringMs, signal) => this.dial(to, 'cell', ringMs, signal),
       callerNumber: this.row.from_number,
       onOfferChange: (listener) => {
         this.offerListeners.add(listener);
@@ -257,16 +253,7 @@ export class Call implements CallControl {
       say: async (text) => void (await this.play({ tts: text })),
       releaseCaller: (goodbye) => this.releaseCaller(goodbye),
       dialBack: async (number, timeoutMs) => {
-        const dialled = await dialOut(this.services, {
-          callId: this.row.id,
-          from: this.row.to_number,
-          carrierName: this.carrierName,
-          to: number,
-          role: 'callback',
-          timeoutMs,
-          signal: this.gone.signal,
-          unavailable: (detail) => this.note('step_unavailable', detail),
-        });
+        const dialled = await this.dial(number, 'callback', timeoutMs, this.gone.signal);
         if (dialled === undefined) return false;
         this.dialledBack(dialled);
         return true;

@@ -15,6 +15,9 @@ import { farEndHungUp } from './leg.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
 
+/** What a dialled leg is to its call (its `call_legs.role`). */
+export type DialRole = 'forward' | 'cell' | 'callback';
+
 export interface DialOut {
   /** The call dialling out (its record). */
   callId: string;
@@ -24,11 +27,11 @@ export interface DialOut {
   carrierName: string;
   to: string;
   /**
-   * The leg's role: `forward` (the default; the call goes to `offering` as it dials, back to `routing` if it cannot)
-   * `cell` (a ring round's target: the round owns the call's state) or `callback` (a queue calls its caller back,
+   * The leg's role: `forward` (the call goes to `offering` as it dials, back to `routing` if it cannot), `cell` (a
+   * ring round's target: the round owns the call's state) or `callback` (a queue calls its caller back,
    * queueing.ts: likewise).
    */
-  role?: 'forward' | 'cell' | 'callback';
+  role: DialRole;
   timeoutMs: number;
   /** Aborts when the call ends: ringing stops (CANCEL). */
   signal: AbortSignal;
@@ -48,9 +51,7 @@ export interface Dialled {
  * undefined.
  */
 export async function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
-  const { signal } = request;
-  const role = request.role ?? 'forward';
-  const to = request.to;
+  const { signal, role, to } = request;
   const what = `${role} to ${to}`;
   const carrier = await services.carriers.byName(request.carrierName);
   if (carrier === undefined || carrier.address.includes('/')) {

@@ -12,53 +12,50 @@ import { type BridgeEndpoint, bridge } from '../media/bridge.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 
-type Caller = Pick<MediaEndpoint, 'onAudio' | 'send' | 'play'> & Partial<Pick<MediaEndpoint, 'onDtmf' | 'sendDtmf'>>;
+type Caller = BridgeEndpoint & Pick<MediaEndpoint, 'play'>;
 
-interface HoldableBridge {
-  hold(on: boolean): void;
-}
-
-/** The bridges now up, by the caller's media (one at a time per caller). */
-const bridges = new WeakMap<object, HoldableBridge>();
+/** The bridges now up, by the caller's media (one at a time per caller): each one's hold (`on`) or resume. */
+const bridges = new WeakMap<object, (on: boolean) => void>();
 
 /** Bridges `caller` and `party` as `bridge` does, holdable by `holdCaller`; the returned function ends it. */
 export function bridgeCaller(caller: Caller, party: BridgeEndpoint): () => void {
   let unbridge: (() => void) | undefined = bridge(caller, party);
   let music: AbortController | undefined;
   let ended = false;
-  const held: HoldableBridge = {
-    hold(on) {
-      if (ended || on === (music !== undefined)) return;
-      if (on) {
-        unbridge?.();
-        unbridge = undefined;
-        const playing = new AbortController();
-        music = playing;
-        const loop = holdMusicLoop();
-        void (async () => {
-          while (!playing.signal.aborted && (await caller.play(loop, playing.signal)) === 'done');
-        })().catch(() => {});
-      } else {
-        music?.abort();
-        music = undefined;
-        unbridge = bridge(caller, party);
-      }
-    },
+  const hold = (on: boolean) => {
+    if (ended || on === (music !== undefined)) return;
+    if (on) {
+      unbridge?.();
+      unbridge = undefined;
+      music = new AbortController();
+      playLooped(caller, holdMusicLoop(), music.signal);
+    } else {
+      music?.abort();
+      music = undefined;
+      unbridge = bridge(caller, party);
+    }
   };
-  bridges.set(caller, held);
+  bridges.set(caller, hold);
   return () => {
     if (ended) return;
     ended = true;
     unbridge?.();
     music?.abort();
-    if (bridges.get(caller) === held) bridges.delete(caller);
+    if (bridges.get(caller) === hold) bridges.delete(caller);
   };
+}
+
+/** Plays `pcm` to `media` again and again until `signal` aborts (or another `play` takes the media over). */
+export function playLooped(media: Pick<MediaEndpoint, 'play'>, pcm: Int16Array, signal: AbortSignal): void {
+  void (async () => {
+    while (!signal.aborted && (await media.play(pcm, signal)) === 'done');
+  })().catch(() => {});
 }
 
 /** Holds (`on`) or resumes the bridge of `caller`; false when the caller is not bridged now. */
 export function holdCaller(caller: object, on: boolean): boolean {
-  const held = bridges.get(caller);
-  if (held === undefined) return false;
-  held.hold(on);
+  const hold = bridges.get(caller);
+  if (hold === undefined) return false;
+  hold(on);
   return true;
 }

@@ -37,6 +37,7 @@ import type { RingTarget } from '../../core/routing/definition.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import type { QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
+import { playLooped } from './hold.ts';
 import type { QueuedRound } from './ringing.ts';
 import type { CallServices } from './services.ts';
 
@@ -200,11 +201,7 @@ class QueueWait {
     if (this.hold !== undefined || this.callback || this.call.gone.aborted) return;
     const stop = new AbortController();
     this.hold = stop;
-    const loop = holdMusicLoop();
-    const media = this.call.caller();
-    void (async () => {
-      while (!stop.signal.aborted && (await media.play(loop, stop.signal)) === 'done');
-    })();
+    playLooped(this.call.caller(), holdMusicLoop(), stop.signal);
   }
 
   private stopHold(): void {

@@ -22,7 +22,7 @@ import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
 import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
-import { bridgeCaller } from './hold.ts';
+import { bridgeCaller, playLooped } from './hold.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
@@ -158,7 +158,8 @@ export async function ringRound(
     if (ringing === undefined) return 'unanswered';
 
     const ringback = new AbortController();
-    if (round.queued === undefined) void playRingback(round.caller, ringback.signal);
+    // Ringback to the caller, cadence after cadence, until the round is decided.
+    if (round.queued === undefined) playLooped(round.caller, ringbackCadence(), ringback.signal);
     else round.queued.waitAudio(ringback.signal);
     const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
     const answer = await new Promise<Answer>((resolve) => {
@@ -322,12 +323,6 @@ function ownersOf(devices: readonly (DeviceRow | undefined)[]): { memberIds: str
     if (device?.external_user_id) externalUserIds.add(device.external_user_id);
   }
   return { memberIds: [...memberIds], externalUserIds: [...externalUserIds] };
-}
-
-/** Ringback to the caller, cadence after cadence, until `signal` aborts. */
-async function playRingback(caller: MediaEndpoint, signal: AbortSignal): Promise<void> {
-  const cadence = ringbackCadence();
-  while (!signal.aborted && (await caller.play(cadence, signal)) === 'done');
 }
 
 /**
