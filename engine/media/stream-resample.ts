@@ -71,15 +71,17 @@ export class StreamResampler {
     joined.set(this.pending);
     joined.set(input, this.pending.length);
     const end = this.pendingStart + joined.length; // one past the last input sample
-    const output: number[] = [];
-    // Output at `position` needs input up to position + reach.
-    while (this.position + this.reach < end) {
+    // Output k (from 0) is centred on position + floor((phase + k × step) / phases) and needs input up to that
+    // + reach, so the ready ones are those with phase + k × step < (end - reach - position) × phases.
+    const room = (end - this.reach - this.position) * this.phases - this.phase;
+    const output = new Int16Array(room > 0 ? Math.ceil(room / this.step) : 0);
+    for (let n = 0; n < output.length; n += 1) {
       const weights = this.weights[this.phase] as Float32Array;
       const first = this.position - this.reach + 1 - this.pendingStart;
       let sum = 0;
       for (let j = 0; j < weights.length; j += 1) sum += (weights[j] as number) * (joined[first + j] as number);
       const value = Math.round(sum);
-      output.push(value > 32767 ? 32767 : value < -32768 ? -32768 : value);
+      output[n] = value > 32767 ? 32767 : value < -32768 ? -32768 : value;
       this.phase += this.step;
       while (this.phase >= this.phases) {
         this.phase -= this.phases;
@@ -87,8 +89,9 @@ export class StreamResampler {
       }
     }
     const keepFrom = this.position - this.reach + 1;
-    this.pending = joined.slice(keepFrom - this.pendingStart);
+    // A view, not a copy: the next push copies it into its own buffer.
+    this.pending = joined.subarray(keepFrom - this.pendingStart);
     this.pendingStart = keepFrom;
-    return Int16Array.from(output);
+    return output;
   }
 }

@@ -63,6 +63,8 @@ export interface RegistrarOptions {
 
 /** The realm of every challenge: one name for the whole service, whatever host a phone registers at. */
 export const registrarRealm = 'switchboard';
+/** An Authorization value with our realm (others, a proxy's or another realm's, are not ours to check). */
+const ourRealm = new RegExp(`realm\\s*=\\s*"?${registrarRealm}"?\\s*(,|$)`, 'i');
 /** How long a nonce may be answered before it is stale. */
 const nonceLifetimeMs = 300_000;
 /** Contacts one device may keep. */
@@ -156,10 +158,7 @@ export class Registrar {
     const message = request.message;
     const byAddress = this.limiter.blocked(`address:${source.address}`, now.getTime());
     if (byAddress !== undefined) return this.limited(request, byAddress);
-    // Credentials for our realm; others (a proxy's, another realm's) are not ours to check.
-    const ours = message
-      .getHeaders('authorization')
-      .find((value) => /realm\s*=\s*"?switchboard"?\s*(,|$)/i.test(value));
+    const ours = message.getHeaders('authorization').find((value) => ourRealm.test(value));
     if (ours === undefined) return this.challenge(request, source, now);
     const credentials = parseDigestCredentials(ours);
     if (credentials === undefined) {
@@ -186,19 +185,12 @@ export class Registrar {
     if (contacts === 'too_brief') {
       return this.answer(request, 'invalid', { statusCode: 423, extraHeaders: [`Min-Expires: ${this.minExpires}`] });
     }
-    if (contacts === 'query') {
-      return this.bound(request, credentials.username, account.deviceId, source, now, 'registered', []);
-    }
-    const removing = contacts === 'all' || contacts.every((contact) => contact.expiresSecs === 0);
-    return this.bound(
-      request,
-      credentials.username,
-      account.deviceId,
-      source,
-      now,
-      removing ? 'removed' : 'registered',
-      contacts,
-    );
+    // A query (no contact) lists the bindings; removing is when every contact named goes.
+    const removing =
+      contacts === 'all' || (contacts !== 'query' && contacts.every((contact) => contact.expiresSecs === 0));
+    const outcome = removing ? 'removed' : 'registered';
+    const named = contacts === 'query' ? [] : contacts;
+    return this.bound(request, credentials.username, account.deviceId, source, now, outcome, named);
   }
 
   private async bound(

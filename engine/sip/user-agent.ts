@@ -181,8 +181,7 @@ export class SipEndpoint {
       }
     }
     const invite = (request: IncomingInviteRequest, core: UserAgentCore) => {
-      const source = this.sources.get(request.message) ?? { protocol: 'udp' as const, address: '', port: 0 };
-      this.options.onInvite(request, core, source);
+      this.options.onInvite(request, core, this.sourceOf(request.message));
     };
     const advertised = this.options.advertisedHost;
     // sip.js asks its core's authenticationFactory for credentials, without saying for which request, while it
@@ -194,12 +193,9 @@ export class SipEndpoint {
         ? undefined
         : new DigestAuthentication(loggerFactory, undefined, account.username, account.password);
     };
-    const onRegister = this.options.onRegister;
+    const { onRegister } = this.options;
     const register =
-      onRegister === undefined
-        ? undefined
-        : (request: IncomingRegisterRequest) =>
-            onRegister(request, this.sources.get(request.message) ?? { protocol: 'udp', address: '', port: 0 });
+      onRegister && ((request: IncomingRegisterRequest) => onRegister(request, this.sourceOf(request.message)));
     this.udpCore = makeCore(this.udp, advertised, this.port, 'udp', invite, credentials, register);
     this.tcpCore = makeCore(this.tcp, advertised, this.port, 'tcp', invite, credentials, register);
     return this.port;
@@ -224,6 +220,11 @@ export class SipEndpoint {
   pinFlow(callId: string, source: Source): () => void {
     const transport = source.protocol === 'udp' ? this.udp : this.tcp;
     return transport.pin(callId, { host: source.address, port: source.port });
+  }
+
+  /** Where a request came from (always known for one the transports passed on). */
+  private sourceOf(message: IncomingRequestMessage): Source {
+    return this.sources.get(message) ?? { protocol: 'udp', address: '', port: 0 };
   }
 
   /** The SIP transactions in progress, server and client, on both transports. */
