@@ -65,8 +65,7 @@ class Waiter implements NoticeWatch {
 export class NoticeWaiters {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly listener: ChangeListener;
-  /** True once `stopWaiting` was called. */
-  stopped = false;
+  private stoppedWaiting = false;
 
   /** `keyOf` names the key a notice's payload wakes, or undefined for a payload to ignore. */
   constructor(
@@ -88,6 +87,11 @@ export class NoticeWaiters {
     );
   }
 
+  /** True once `stopWaiting` was called. */
+  get stopped(): boolean {
+    return this.stoppedWaiting;
+  }
+
   get listening(): boolean {
     return this.listener.listening;
   }
@@ -105,7 +109,7 @@ export class NoticeWaiters {
 
   /** The process is closing: every waiter answers now with what it has, and none waits again. */
   stopWaiting(): void {
-    this.stopped = true;
+    this.stoppedWaiting = true;
     this.wakeAll();
   }
 

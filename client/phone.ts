@@ -119,10 +119,11 @@ export function createPhone(options: PhoneOptions): Phone {
       return api(method, path, body, true, signal);
     }
     const text = await response.text();
-    const json = text === '' ? undefined : (JSON.parse(text) as { error?: { code: string; message: string } });
+    const json = parsed(text) as { error?: { code?: string; message?: string } } | undefined;
     if (!response.ok) {
       throw new PhoneError(json?.error?.message ?? `HTTP ${response.status}`, response.status, json?.error?.code);
     }
+    if (json === undefined && text !== '') throw new PhoneError('the answer is not JSON', response.status);
     return json;
   }
 
@@ -317,6 +318,18 @@ export function createPhone(options: PhoneOptions): Phone {
       for (const call of [...shown.values()]) end(call, 'hangup');
     },
   };
+}
+
+/**
+ * A body's JSON, or undefined for an empty or non-JSON one (a proxy's HTML error page, a cut-off body): such an
+ * error answer fails with its HTTP status rather than a SyntaxError.
+ */
+function parsed(text: string): unknown {
+  try {
+    return text === '' ? undefined : (JSON.parse(text) as unknown);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Resolves once the peer connection gathered its ICE candidates (the answer then carries them all). */

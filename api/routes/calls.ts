@@ -1,9 +1,9 @@
 /**
- * Operations 50-52 and 54: calls (docs/calls.md; hold: docs/contact-center.md). Calls are written by the engine (core/calls/calls.ts); the API lists
- * them, shows one with its legs, and asks the engine that holds a call's media to hang it up: the request is recorded
- * on the call and announced on `callControlChannel` in the request's transaction, then, with that transaction
- * committed and no connection held, the answer waits until the engine has ended the call (or 5 seconds, marked
- * `hangupRequested`).
+ * Operations 50-52 and 54: calls (docs/calls.md; hold: docs/contact-center.md). Calls are written by the engine
+ * (core/calls/calls.ts); the API lists them, shows one with its legs, and asks the engine that holds a call's media
+ * to hang it up or hold it: the command is recorded on the call and announced on `callControlChannel` in the
+ * request's transaction. A hangup's answer then waits, with that transaction committed and no connection held, until
+ * the engine has ended the call (or 5 seconds, marked `hangupRequested`).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
@@ -18,11 +18,11 @@ import {
   type LegRow,
   workspaceCall,
 } from '../../core/calls/calls.ts';
-import { recordCallCommand } from '../../core/calls/commands.ts';
+import { type CallCommand, recordCallCommand } from '../../core/calls/commands.ts';
 import { CallEndings } from '../call-endings.ts';
 import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
-import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 /** How long a hangup waits for the owning engine to end the call. */
@@ -144,6 +144,19 @@ async function hangupOutcome(
   }
 }
 
+/**
+ * Records a command on the workspace's call and announces it, in the request's idempotent transaction: recorded, so
+ * that an engine that missed the notice (its listener reconnecting) finds it; the owning engine hears it once this
+ * commits. A 4xx rolls the request back, so nothing is recorded or announced for a call not found (404) or over
+ * (409 `call_ended`).
+ */
+async function commandCall(context: HandlerContext, command: CallCommand): Promise<CallRow> {
+  const row = await recordCallCommand(context.db, requireWorkspace(context).id, command);
+  if (row === undefined) throw notFound('call');
+  if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
+  return row;
+}
+
 export function callRoutes(app: FastifyInstance, services: Services) {
   const hangupWait = services.hangupWaitMs ?? hangupWaitMillis;
   // Waiting hangups hear that their call ended through one listening connection for the process.
@@ -196,17 +209,8 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 200: HangupAnswer } },
     optionalBody: true,
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
       const started = Date.now();
-      // `db` is the idempotent transaction. The request is recorded on the call, so that an engine that missed the
-      // notice (its listener reconnecting) finds it, and announced: the owning engine hears it once this commits.
-      const row = await recordCallCommand(context.db, workspace.id, {
-        action: 'hangup',
-        callId: context.params.id as string,
-      });
-      if (row === undefined) throw notFound('call');
-      // A 4xx rolls the request back: nothing is recorded or announced.
-      if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
+      const row = await commandCall(context, { action: 'hangup', callId: context.params.id as string });
       // Stored as the answer until the wait below finishes (docs/calls.md: a retry meanwhile is 409
       // idempotency_in_progress, and a retry after a crash gets this one).
       return {
@@ -224,16 +228,9 @@ export function callRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'holdCall', {
     schemas: { params: IdParams, body: HoldBody, response: { 200: HoldAnswer } },
     handler: async (context) => {
-      const workspace = requireWorkspace(context);
       const { hold } = context.body as { hold: boolean };
-      // Recorded on the call (a connected one only) and announced in the idempotent transaction, as a hangup is.
-      const row = await recordCallCommand(context.db, workspace.id, {
-        action: 'hold',
-        callId: context.params.id as string,
-        hold,
-      });
-      if (row === undefined) throw notFound('call');
-      if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
+      // A connected call only: for another, the 409 rolls the command back.
+      const row = await commandCall(context, { action: 'hold', callId: context.params.id as string, hold });
       if (row.state !== 'connected') {
         throw new ApiError('call_conflict', `the call is ${row.state}: only a connected call can be held or resumed`);
       }

@@ -170,12 +170,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(PolledOffer) } },
     handler: async (context) => {
       const device = await ownDevice(context);
-      const { limit, cursor, wait, known } = context.query as {
-        limit: number;
-        cursor?: string;
-        wait: number;
-        known?: string;
-      };
+      const { cursor, wait, known } = context.query as { cursor?: string; wait: number; known?: string };
       const shown = new Set(known?.toLowerCase().split(',') ?? []);
       const changed = (rows: OfferRow[]) => rows.length !== shown.size || rows.some((row) => !shown.has(row.id));
       const read = () =>
@@ -183,7 +178,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
           key: services.keys.cursors,
           list: 'offers',
           owner: device.id,
-          query: { limit, ...(cursor !== undefined ? { cursor } : {}) },
+          query: context.query,
           read: (window) => waitingOffers(services.pool, device.id, window),
         });
       const answer = (page: Awaited<ReturnType<typeof read>>) => ({
