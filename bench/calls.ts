@@ -26,9 +26,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { loadConfig } from '../core/config.ts';
 import { createApplication } from '../core/identity/applications.ts';
-import { startRoles } from '../app/roles.ts';
 import { defaultKeyScopes } from '../core/scopes.ts';
 import { runCli } from '../test/helpers/cli.ts';
 import { freePort } from '../test/helpers/free-port.ts';
@@ -47,6 +45,7 @@ import {
   reasons,
   sleep,
   startEngine,
+  startApi,
 } from './engine-process.ts';
 import { holdCalls } from './held-calls.ts';
 import { failedOf, mediaFor, runUac, type SippStats, startSipp } from './sipp-runs.ts';
@@ -67,7 +66,7 @@ const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-bench-calls-')
 const pool = new pg.Pool({ connectionString: database.url, max: 4 });
 pool.on('error', () => {});
 const children: ChildProcess[] = [];
-let api: Awaited<ReturnType<typeof startRoles>> | undefined;
+let api: Awaited<ReturnType<typeof startApi>> | undefined;
 let engine: EngineProcess | undefined;
 let workDir: string | undefined;
 
@@ -76,17 +75,7 @@ try {
   const added = await runCli(database.url, ['carriers', 'add', 'sipp', '--address', '127.0.0.1']);
   if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
 
-  api = await startRoles(
-    loadConfig({
-      ...process.env,
-      DATABASE_URL: database.url,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      SWITCHBOARD_DATA_DIR: dataDir,
-    }),
-    new Set(['api']),
-  );
+  api = await startApi(database.url, dataDir);
   // BENCH_CALLS_ENGINE_NODE_ARGS: extra node options for the engine process (e.g. --cpu-prof --cpu-prof-dir=/tmp/x).
   const nodeArgs = (process.env.BENCH_CALLS_ENGINE_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
   engine = await startEngine({ databaseUrl: database.url, dataDir, nodeArgs });

@@ -10,6 +10,8 @@ import { once } from 'node:events';
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { startRoles } from '../app/roles.ts';
+import { loadConfig } from '../core/config.ts';
 import { importNumbers } from '../core/numbers/numbers.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 
@@ -81,6 +83,21 @@ export async function udpSockets(pid: number): Promise<Map<string, { port: numbe
     }
   }
   return sockets;
+}
+
+/** The API role in this process, on the bench's database and data directory (the engine runs apart: `startEngine`). */
+export function startApi(databaseUrl: string, dataDir: string) {
+  return startRoles(
+    loadConfig({
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      SWITCHBOARD_DATA_DIR: dataDir,
+    }),
+    new Set(['api']),
+  );
 }
 
 export interface EngineProcess {

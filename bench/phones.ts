@@ -49,13 +49,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { startRoles } from '../app/roles.ts';
-import { loadConfig } from '../core/config.ts';
 import { runCli } from '../test/helpers/cli.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 import { writeScenario } from '../test/helpers/sipp.ts';
 import { scratchDatabase } from './database.ts';
-import { databaseNow, drained, type EngineProcess, sleep, startEngine } from './engine-process.ts';
+import { databaseNow, drained, type EngineProcess, sleep, startApi, startEngine } from './engine-process.ts';
 import { holdCalls } from './held-calls.ts';
 import type { FromBrowsers, PhoneSpec, ToBrowsers } from './phone-browsers.ts';
 import { type CallTimes, type LegRow, report, type Phases } from './phone-figures.ts';
@@ -80,7 +78,7 @@ const work = await mkdtemp(path.join(os.tmpdir(), 'sipp-bench-phones-'));
 const pool = new pg.Pool({ connectionString: database.url, max: 4 });
 pool.on('error', () => {});
 const children: ChildProcess[] = [];
-let api: Awaited<ReturnType<typeof startRoles>> | undefined;
+let api: Awaited<ReturnType<typeof startApi>> | undefined;
 let engine: EngineProcess | undefined;
 let browsers: ChildProcess | undefined;
 let watching = true;
@@ -127,17 +125,7 @@ try {
     const added = await runCli(database.url, args);
     if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
   }
-  api = await startRoles(
-    loadConfig({
-      ...process.env,
-      DATABASE_URL: database.url,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      SWITCHBOARD_DATA_DIR: dataDir,
-    }),
-    new Set(['api']),
-  );
+  api = await startApi(database.url, dataDir);
   const apiUrl = api.url;
 
   process.stdout.write(`setting up ${users} users, devices and numbers ...\n`);

@@ -4,7 +4,7 @@
  * pasted user token (devices:* and calls:*), shows the call and answers it (its Answer button).
  *
  * The caller's media is not sipp's: sipp cannot record what it hears. The scenario (test/sipp/phone-caller.xml) does
- * the signalling only; its SDP names a UDP socket of this test (test/helpers/rtp-peer.ts) and it writes the engine's
+ * the signalling only; its SDP names a UDP socket of this test (test/helpers/rtp-phone.ts) and it writes the engine's
  * SDP address and port, from the 200, to a file for that socket. The engine's caller media (engine/media/rtp.ts)
  * sends to the SDP address until a packet comes, then latches on that packet's source: the socket sends from the
  * very port the SDP named, so both are the socket, and the test checks that the engine's first packets (ringback)
@@ -28,17 +28,18 @@ import {
   phoneLine,
   ringingOffer,
   startPhoneBench,
-  until,
   webhookEvents,
 } from '../helpers/phone-pages.ts';
-import { RtpPeer } from '../helpers/rtp-peer.ts';
+import { startRtpPhone } from '../helpers/rtp-phone.ts';
 import { isError } from '../helpers/service.ts';
-import { runSipp, type SippRun } from '../helpers/sipp.ts';
+import { runSipp } from '../helpers/sipp.ts';
 import { tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
+import { exitPastWrtc, sippFailed } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 // The engine in this worker makes RTCAudioSources: end it as `process.exit` would, or the binding's N-API cleanup
 // crashes it at exit (see test/engine/webrtc.test.ts).
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+exitPastWrtc();
 
 let bench: PhoneBench;
 
@@ -49,8 +50,6 @@ test.before(async () => {
 test.after.always(async () => {
   await bench?.close();
 });
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 async function callRow(callId: string) {
   const result = await bench.service.pool.query<{ state: string; end_reason: string | null; ended_at: Date | null }>(
@@ -71,7 +70,7 @@ test.serial(
   async (t) => {
     const { line, token } = await phoneLine(t, bench, { users: ['alice'], strategy: 'simultaneous', timeoutSecs: 30 });
     const alice = await bench.openPage(t, await token('alice'));
-    const rtp = await RtpPeer.open();
+    const rtp = await startRtpPhone();
     t.teardown(() => rtp.close());
     const engineSdp = path.join(bench.work, `engine-sdp-${randomUUID()}`);
     const sipp = runSipp({
@@ -91,7 +90,7 @@ test.serial(
     // Ringback, sent to the SDP's address before anything came from it: the socket is where the caller's audio goes.
     await rtp.firstPacket();
     t.deepEqual([...rtp.sources], [`${engine.address}:${engine.port}`]);
-    rtp.sendTone(engine, 1000);
+    rtp.speak(1000, engine);
 
     const offerId = await ringingOffer(alice.page);
     const callId = await callOfOffer(bench.service, offerId);

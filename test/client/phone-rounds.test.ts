@@ -14,14 +14,15 @@ import {
   phoneLine,
   ringingOffer,
   startPhoneBench,
-  until,
   webhookEvents,
 } from '../helpers/phone-pages.ts';
-import { runSipp, type SippRun } from '../helpers/sipp.ts';
+import { runSipp } from '../helpers/sipp.ts';
+import { exitPastWrtc, sippFailed } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 // The engine in this worker makes RTCAudioSources: end it as `process.exit` would, or the binding's N-API cleanup
 // crashes it at exit (see test/engine/webrtc.test.ts).
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+exitPastWrtc();
 
 let bench: PhoneBench;
 
@@ -32,8 +33,6 @@ test.before(async () => {
 test.after.always(async () => {
   await bench?.close();
 });
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 async function endedCall(callId: string) {
   return until('the call to end', async () => {

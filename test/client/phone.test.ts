@@ -27,10 +27,11 @@ import {
 } from '../helpers/service.ts';
 import { chromiumArgs, keepNamesShim, pageHears, toneWav } from '../helpers/phone-pages.ts';
 import { sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
+import { exitPastWrtc } from '../helpers/engine-service.ts';
 
 // This worker makes RTCAudioSources (the engine's endpoints): end it as `process.exit` would, or the binding's N-API
 // cleanup crashes it at exit (see test/engine/webrtc.test.ts).
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+exitPastWrtc();
 
 let service: TestService;
 let browser: BrowserContext;

@@ -7,39 +7,25 @@
  * hears nothing of the caller; `hold: false` bridges them again.
  */
 import test from 'ava';
-import { holdMusicNotes } from '../../engine/media/hold-music.ts';
-import { accept, callRow, callTo, nextOffer, queueLine, setAvailable, until } from '../helpers/queue-lines.ts';
+import { accept, callRow, callTo, nextOffer, queueLine, setAvailable } from '../helpers/queue-lines.ts';
 import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
-import { startService, type TestService } from '../helpers/service.ts';
-import { addSippCarrier } from '../helpers/phone-lines.ts';
-import { runSipp, type SippRun } from '../helpers/sipp.ts';
+import type { TestService } from '../helpers/service.ts';
+import { runSipp } from '../helpers/sipp.ts';
 import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
-
-// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 let sipPort: number;
 
 test.before(async () => {
-  service = await startService({}, ['api', 'engine']);
-  sipPort = service.sipPort as number;
-  await addSippCarrier(service);
+  exitPastWrtc();
+  ({ service, sipPort } = await startEngineService());
 });
 
 test.after.always(async () => {
   await service?.close();
 });
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
-
-const musicFrequencies = [...new Set(holdMusicNotes.flatMap((note) => [note, 2 * note]).map((f) => f.toFixed(1)))];
-
-/** The share of the last half second's power in the hold music's notes and their octaves (see queue.test.ts). */
-function musicShare(heard: readonly number[]): number {
-  const recent = heard.slice(-4000);
-  return musicFrequencies.reduce((sum, frequency) => sum + tonePower(recent, Number(frequency), 8000), 0);
-}
 
 /** The share of the last `samples` heard in `frequency`, once there are that many (else 0). */
 function share(heard: readonly number[], frequency: number, rate: number, samples: number): number {

@@ -19,37 +19,26 @@ import {
   nextOffer,
   queueLine,
   setAvailable,
-  until,
 } from '../helpers/queue-lines.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { addSippCarrier } from '../helpers/phone-lines.ts';
 import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
-import { startService, type TestService } from '../helpers/service.ts';
+import type { TestService } from '../helpers/service.ts';
 import { runSipp, startSippServer } from '../helpers/sipp.ts';
 import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
 import { callbackPromptMs } from '../../engine/calls/queueing.ts';
-import { holdMusicNotes } from '../../engine/media/hold-music.ts';
-
-// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+import { exitPastWrtc, musicShare, startEngineService } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 
 test.before(async () => {
-  service = await startService({}, ['api', 'engine']);
-  await addSippCarrier(service);
+  exitPastWrtc();
+  ({ service } = await startEngineService());
 });
 
 test.after.always(async () => {
   await service?.close();
 });
-
-/** The share of the last half second's power in the hold music's notes and octaves (speech: under 0.1). */
-function musicShare(heard: readonly number[]): number {
-  const recent = heard.slice(-4000);
-  const frequencies = new Set(holdMusicNotes.flatMap((note) => [note, 2 * note]).map((f) => f.toFixed(1)));
-  return [...frequencies].reduce((sum, frequency) => sum + tonePower(recent, Number(frequency), 8000), 0);
-}
 
 test('the caller asks to be called back, keeps their place, and is dialled back once the agent answers', async (t) => {
   // The number's carrier is a second sipp: it answers the callback, echoes its audio, and hangs up 8 s later.

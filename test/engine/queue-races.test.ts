@@ -19,30 +19,24 @@ import {
   nextOffer,
   queueLine,
   setAvailable,
-  until,
 } from '../helpers/queue-lines.ts';
-import { addSippCarrier } from '../helpers/phone-lines.ts';
-import { startService, type TestService } from '../helpers/service.ts';
-import { runSipp, type SippRun } from '../helpers/sipp.ts';
+import type { TestService } from '../helpers/service.ts';
+import { runSipp } from '../helpers/sipp.ts';
 import { answerOffer } from '../helpers/webrtc-browser.ts';
-
-// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+import { exitPastWrtc, sippFailed, startEngineService } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 let sipPort: number;
 
 test.before(async () => {
-  service = await startService({}, ['api', 'engine']);
-  sipPort = service.sipPort as number;
-  await addSippCarrier(service);
+  exitPastWrtc();
+  ({ service, sipPort } = await startEngineService());
 });
 
 test.after.always(async () => {
   await service?.close();
 });
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 async function offerState(offerId: string) {
   const result = await service.pool.query<{ state: string }>('SELECT state FROM offers WHERE id = $1', [offerId]);

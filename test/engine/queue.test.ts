@@ -9,7 +9,6 @@
  * agent.
  */
 import test from 'ava';
-import { holdMusicNotes } from '../../engine/media/hold-music.ts';
 import {
   accept,
   agentState,
@@ -24,42 +23,25 @@ import {
   queueLine,
   setAvailable,
   streamEvents,
-  until,
 } from '../helpers/queue-lines.ts';
 import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
-import { startService, type TestService } from '../helpers/service.ts';
-import { addSippCarrier } from '../helpers/phone-lines.ts';
+import type { TestService } from '../helpers/service.ts';
 import { runSipp, type SippRun, startEngineOn } from '../helpers/sipp.ts';
 import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
-
-// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 let sipPort: number;
 
 test.before(async () => {
-  service = await startService({}, ['api', 'engine']);
-  sipPort = service.sipPort as number;
-  await addSippCarrier(service);
+  exitPastWrtc();
+  ({ service, sipPort } = await startEngineService());
 });
 
 test.after.always(async () => {
   await service?.close();
 });
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
-
-const musicFrequencies = [...new Set(holdMusicNotes.flatMap((note) => [note, 2 * note]).map((f) => f.toFixed(1)))];
-
-/**
- * The share of the last half second's power in the hold music's notes and their octaves: at least 0.33 for every
- * half second of the loop as made, under 0.1 for speech (measured on the callback prompt).
- */
-function musicShare(heard: readonly number[]): number {
-  const recent = heard.slice(-4000);
-  return musicFrequencies.reduce((sum, frequency) => sum + tonePower(recent, Number(frequency), 8000), 0);
-}
 
 /** A caller on the number whose audio the test hears and makes (sipp waits for the engine's BYE). */
 async function caller(

@@ -9,41 +9,26 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import type { RingMode } from '../../core/routing/definition.ts';
-import { startService, type TestService } from '../helpers/service.ts';
+import type { TestService } from '../helpers/service.ts';
 import { runCli } from '../helpers/cli.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
-import { audioPcap, playPcap, runSipp, type SippRun, startSippServer } from '../helpers/sipp.ts';
+import { numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { audioPcap, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
 import { answerOffer, sine } from '../helpers/webrtc-browser.ts';
-
-// The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+import { exitPastWrtc, sippFailed, startEngineService } from '../helpers/engine-service.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 let sipPort: number;
 
 test.before(async () => {
-  service = await startService({}, ['api', 'engine']);
-  sipPort = service.sipPort as number;
-  await addSippCarrier(service);
+  exitPastWrtc();
+  ({ service, sipPort } = await startEngineService());
 });
 
 test.after.always(async () => {
   await service?.close();
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-const sippFailed = (run: SippRun) => `${run.stderr}\n${run.errors}`;
 
 /** A number whose plan rings the workspace's user alice, then hangs up; alice's browser device registered. */
 async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['devices:*'], mode?: RingMode) {

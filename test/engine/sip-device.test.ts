@@ -15,6 +15,7 @@ import { freeUdpPort } from '../helpers/free-port.ts';
 import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
 import { audioPcap, playPcap, runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { until } from '../helpers/until.ts';
 
 let offsetMs = 0;
 const clock = { now: () => new Date(Date.now() + offsetMs) };
@@ -35,15 +36,6 @@ test.after.always(async () => {
 });
 
 const sippFailed = (run: SippRun) => `${run.code}\n${run.stdout}\n${run.stderr}\n${run.errors}`;
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /**
  * A number whose plan rings the workspace's user alice (then hangs up), and alice's `sip` device registered by sipp

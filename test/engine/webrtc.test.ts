@@ -17,12 +17,13 @@ import { StreamResampler } from '../../engine/media/stream-resample.ts';
 import { Reframer } from '../../engine/media/reframe.ts';
 import { WebRtcAnswerError, type WebRtcAnswerProblem, WebRtcEndpoint } from '../../engine/media/webrtc.ts';
 import { answerOffer, type FakeBrowser, sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
+import { exitPastWrtc } from '../helpers/engine-service.ts';
 
 // The binding crashes (SIGSEGV, in its N-API cleanup) when a process exits by itself while an RTCAudioSource has not
 // been garbage-collected yet; ending the way `process.exit` does skips that cleanup (engine/media/webrtc.ts). ava
 // replaces `process.exit` in its workers, and the worker ends by itself: this ends it like `process.exit` would,
 // after the 'exit' listeners registered before this one (ava's) have run.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+exitPastWrtc();
 
 const host = '127.0.0.1';
 const base = 22000 + 2 * Math.floor(Math.random() * 4500);

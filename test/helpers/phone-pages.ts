@@ -14,6 +14,7 @@ import { type Line, addSippCarrier, numberRunning, workspaceApi } from './phone-
 import { startService, type TestService } from './service.ts';
 import { sine } from './webrtc-browser.ts';
 import { Receiver } from './webhook-receiver.ts';
+import { until } from './until.ts';
 
 /** 2 s of a sine, 48 kHz 16-bit mono (440 Hz: 880 whole periods, so it loops without a click). */
 export function toneWav(frequency = 440, rate = 48000, seconds = 2): Buffer {
@@ -237,16 +238,6 @@ export async function phoneLine(
     return session.body.token as string;
   };
   return { line, token };
-}
-
-/** Resolves with `check`'s first defined answer, asked every 50 ms; rejects after `ms`. */
-export async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** The call of an offer (the page shows offers; the tests follow their calls). */

@@ -15,18 +15,7 @@ import { setStateByPerson } from '../../core/queues/entries.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { type Line, numberRunning, workspaceApi } from './phone-lines.ts';
 import type { TestService } from './service.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Checks every 50 ms until `check` gives something, or fails after `ms`. */
-export async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, ms = 30_000) {
-  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+import { until } from './until.ts';
 
 export interface Agent {
   memberId: string;

@@ -1,57 +1,49 @@
 /**
- * The caller's phone's media, in the test: a UDP socket that a sipp caller's SDP names as its audio address
- * (sipp does the signalling, scenario placeholder AUDIO_PORT), so the test hears what the engine sends the caller
- * and can speak and press keys itself. G.711 is decoded and encoded here, independently of the engine's codec; keys
- * are RFC 4733 events (payload type 101, what sipp's SDP offers). It answers to where the engine's RTP comes from,
- * as a phone with symmetric RTP does.
+ * The caller's phone's media, in the test: a UDP socket that a sipp caller's SDP names as its audio address (sipp
+ * does the signalling; it cannot record what it hears), so the test hears what the engine sends the caller and can
+ * speak and press keys itself. G.711 is decoded and encoded with `alawmulaw`'s tables, not the engine's: what the
+ * engine encodes is measured with another codec than its own. Keys are RFC 4733 events (payload type 101, what
+ * sipp's SDP offers). It speaks to the address it is given (the engine's SDP's), else to where the engine's RTP comes
+ * from, as a phone with symmetric RTP does.
  */
 import { randomInt } from 'node:crypto';
 import dgram from 'node:dgram';
+import alawmulaw from 'alawmulaw';
+import { sine } from './webrtc-browser.ts';
+
+export interface Source {
+  address: string;
+  port: number;
+}
 
 export interface RtpPhone {
   port: number;
-  /** Everything heard, decoded, 8 kHz. */
+  /** Everything heard (PCMU and PCMA packets), decoded, 8 kHz, in arrival order. */
   heard: number[];
   packets: number;
-  /** Sends a tone of `frequency` (PCMU, 20 ms frames) until `quiet`. */
-  speak(frequency: number): void;
+  /** Where the packets received came from (`address:port`). */
+  sources: Set<string>;
+  /** Resolves once a packet came from somewhere (the engine's ringback, before anything was sent to it). */
+  firstPacket(): Promise<void>;
+  /** The next `samples` decoded samples received after skipping `skip` of those still to come. */
+  hear(skip: number, samples: number): Promise<number[]>;
+  /** Sends a tone of `frequency` (PCMU, 20 ms frames, paced without drift) to `to`, or the engine, until `quiet`. */
+  speak(frequency: number, to?: Source): void;
   quiet(): void;
   /** Presses a key: one RFC 4733 event of 100 ms. */
   press(digit: string): Promise<void>;
   close(): void;
 }
 
-function ulawToLinear(byte: number): number {
-  const u = ~byte & 0xff;
-  const exponent = (u >> 4) & 0x07;
-  const magnitude = (((u & 0x0f) << 3) + 0x84) << exponent;
-  return u & 0x80 ? 0x84 - magnitude : magnitude - 0x84;
-}
-
-function alawToLinear(byte: number): number {
-  const a = byte ^ 0x55;
-  const exponent = (a >> 4) & 0x07;
-  let magnitude = (a & 0x0f) << 4;
-  magnitude = exponent === 0 ? magnitude + 8 : (magnitude + 0x108) << (exponent - 1);
-  return a & 0x80 ? magnitude : -magnitude;
-}
-
-function linearToUlaw(sample: number): number {
-  const sign = sample < 0 ? 0x80 : 0;
-  const magnitude = Math.min(32635, Math.abs(sample)) + 0x84;
-  let exponent = 7;
-  for (let mask = 0x4000; (magnitude & mask) === 0 && exponent > 0; mask >>= 1) exponent -= 1;
-  const mantissa = (magnitude >> (exponent + 3)) & 0x0f;
-  return ~(sign | (exponent << 4) | mantissa) & 0xff;
-}
-
 export async function startRtpPhone(): Promise<RtpPhone> {
   const socket = dgram.createSocket('udp4');
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  let engine: { address: string; port: number } | undefined;
+  let engine: Source | undefined;
+  const listeners = new Set<() => void>();
   const ssrc = randomInt(1, 2 ** 31);
   let sequence = randomInt(0, 65535);
   let timestamp = randomInt(0, 2 ** 31);
+  let speaking: NodeJS.Timeout | undefined;
   const send = (payloadType: number, payload: Buffer, marker = false, at = timestamp) => {
     if (engine === undefined) return;
     const header = Buffer.alloc(12);
@@ -67,19 +59,43 @@ export async function startRtpPhone(): Promise<RtpPhone> {
     port: socket.address().port,
     heard: [],
     packets: 0,
-    speak(frequency) {
+    sources: new Set(),
+    firstPacket() {
+      return new Promise((resolve) => {
+        if (phone.sources.size > 0) return resolve();
+        const listener = () => {
+          listeners.delete(listener);
+          resolve();
+        };
+        listeners.add(listener);
+      });
+    },
+    hear(skip, samples) {
+      const from = phone.heard.length + skip;
+      return new Promise((resolve) => {
+        const listener = () => {
+          if (phone.heard.length < from + samples) return;
+          listeners.delete(listener);
+          resolve(phone.heard.slice(from, from + samples));
+        };
+        listeners.add(listener);
+      });
+    },
+    speak(frequency, to) {
       phone.quiet();
-      let phase = 0;
-      speaking = setInterval(() => {
-        const frame = Buffer.alloc(160);
-        for (let index = 0; index < 160; index += 1) {
-          frame[index] = linearToUlaw(Math.round(8000 * Math.sin(phase)));
-          phase += (2 * Math.PI * frequency) / 8000;
+      if (to !== undefined) engine = to;
+      const tone = sine(frequency, 8000);
+      const started = Date.now();
+      let sent = 0;
+      const frames = () => {
+        // As many 20 ms frames as are due: a late timer does not stretch the tone.
+        for (; sent * 20 <= Date.now() - started; sent += 1) {
+          send(0, Buffer.from(Array.from(tone(160), (sample) => alawmulaw.mulaw.encodeSample(sample))), sent === 0);
+          timestamp += 160;
         }
-        phase %= 2 * Math.PI;
-        send(0, frame);
-        timestamp += 160;
-      }, 20);
+      };
+      frames();
+      speaking = setInterval(frames, 20);
     },
     quiet() {
       clearInterval(speaking);
@@ -100,21 +116,25 @@ export async function startRtpPhone(): Promise<RtpPhone> {
     },
     close() {
       phone.quiet();
+      listeners.clear();
       socket.close();
     },
   };
-  let speaking: NodeJS.Timeout | undefined;
   socket.on('message', (data, from) => {
-    if (data.length < 12 || data[0] === undefined || data[0] >> 6 !== 2) return;
+    if (data.length < 12 || data[0]! >> 6 !== 2) return;
     engine ??= { address: from.address, port: from.port };
-    const payloadType = (data[1] as number) & 0x7f;
-    const headerLength = 12 + 4 * ((data[0] as number) & 0x0f);
-    if (payloadType !== 0 && payloadType !== 8) return;
-    phone.packets += 1;
-    for (let index = headerLength; index < data.length; index += 1) {
-      const byte = data[index] as number;
-      phone.heard.push(payloadType === 0 ? ulawToLinear(byte) : alawToLinear(byte));
+    phone.sources.add(`${from.address}:${from.port}`);
+    const payloadType = data[1]! & 0x7f;
+    let offset = 12 + 4 * (data[0]! & 0x0f);
+    if ((data[0]! & 0x10) !== 0) offset += 4 + 4 * data.readUInt16BE(offset + 2);
+    let end = data.length;
+    if ((data[0]! & 0x20) !== 0) end -= data[end - 1]!;
+    if (payloadType === 0 || payloadType === 8) {
+      phone.packets += 1;
+      const decode = payloadType === 0 ? alawmulaw.mulaw.decodeSample : alawmulaw.alaw.decodeSample;
+      for (let index = offset; index < end; index += 1) phone.heard.push(decode(data[index]!));
     }
+    for (const listener of [...listeners]) listener();
   });
   return phone;
 }

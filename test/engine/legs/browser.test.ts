@@ -7,9 +7,10 @@ import test from 'ava';
 import { BrowserLeg } from '../../../engine/calls/legs/browser.ts';
 import { WebRtcEndpoint } from '../../../engine/media/webrtc.ts';
 import { answerOffer } from '../../helpers/webrtc-browser.ts';
+import { exitPastWrtc } from '../../helpers/engine-service.ts';
 
 // The binding's exit crash (engine/media/webrtc.ts): end the worker the way `process.exit` does.
-process.once('exit', (code) => (process as unknown as { reallyExit(code: number): never }).reallyExit(code));
+exitPastWrtc();
 
 async function connectedLeg() {
   const endpoint = new WebRtcEndpoint();
