@@ -68,7 +68,7 @@ export function agentRoutes(app: FastifyInstance, services: Services) {
         list: 'agents',
         owner: workspace.id,
         query: context.query,
-        read: (window) => listAgents(context.db, workspace.id, window) as Promise<(AgentRow & { id: string })[]>,
+        read: (window) => listAgents(context.db, workspace.id, window),
       });
       return { status: 200, body: { data: page.rows.map(agentJson), nextCursor: page.nextCursor } };
     },

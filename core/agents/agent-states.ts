@@ -80,9 +80,17 @@ export async function agentOf(db: Queryable, workspaceId: string, memberId: stri
 }
 
 /** The workspace's members as agents, a page in the members' order (newest first). */
-export function listAgents(db: Queryable, workspaceId: string, window: PageWindow): Promise<AgentRow[]> {
+export function listAgents(
+  db: Queryable,
+  workspaceId: string,
+  window: PageWindow,
+): Promise<(AgentRow & { id: string })[]> {
   const select = `SELECT * FROM (SELECT ${columns}, m.id, m.created_at ${from}) AS listed`;
-  return keysetPage<AgentRow>(db, { select, where: 'workspace_id = $1', params: [workspaceId] }, window);
+  return keysetPage<AgentRow & { id: string }>(
+    db,
+    { select, where: 'workspace_id = $1', params: [workspaceId] },
+    window,
+  );
 }
 
 /** What a change sets besides the state; absent fields are kept. */
