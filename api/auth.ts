@@ -346,3 +346,13 @@ export async function workspaceFromPath(db: Queryable, principal: Principal, id:
   if (workspace.applicationId !== principal.applicationId) throw forbidden();
   return workspace;
 }
+
+/**
+ * Who asked, as events' `actor` says it: `application` (a key), `member:<id>` (a member token) or
+ * `user:<externalUserId>` (a user token).
+ */
+export function actorOf(principal: Principal): string {
+  const token = principal.token;
+  if (token === undefined) return 'application';
+  return token.kind === 'member' ? `member:${token.subjectId}` : `user:${token.externalUserId ?? token.subjectId}`;
+}

@@ -16,9 +16,13 @@ import { agentRoutes } from './routes/agents.ts';
 import { aiAgentRoutes } from './routes/ai-agents.ts';
 import { applicationKeyRoutes } from './routes/application-keys.ts';
 import { callRoutes } from './routes/calls.ts';
+import { carrierMmsRoutes } from './routes/carrier-mms.ts';
+import { callSupervisionRoutes } from './routes/call-supervision.ts';
+import { callTransferRoutes } from './routes/call-transfers.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { eventRoutes } from './routes/events.ts';
 import { memberRoutes } from './routes/members.ts';
+import { messageRoutes } from './routes/messages.ts';
 import { numberRoutes } from './routes/numbers.ts';
 import { offerRoutes } from './routes/offers.ts';
 import { phoneRoutes } from './routes/phone.ts';
@@ -28,6 +32,7 @@ import { routingPlanRoutes } from './routes/routing-plans.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { userRoutes } from './routes/users.ts';
+import { verificationRoutes } from './routes/verifications.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 
@@ -82,10 +87,14 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   scheduleRoutes(app, services);
   aiAgentRoutes(app, services);
   callRoutes(app, services);
+  callTransferRoutes(app, services);
+  callSupervisionRoutes(app, services);
   deviceRoutes(app, services);
   offerRoutes(app, services);
   agentRoutes(app, services);
   realtimeRoutes(app, services);
+  messageRoutes(app, services);
+  verificationRoutes(app, services);
   if (services.registry !== undefined) {
     registerQueueGauges(services.registry, services.pool, (error) =>
       app.log.warn({ err: error }, 'could not read the queue gauges'),
@@ -93,6 +102,8 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
   }
   // The softphone page and the browser library: static, outside /api/v1.
   phoneRoutes(app);
+  // What carriers call (inbound MMS, MMS status callbacks), outside /api/v1 with their own credentials.
+  carrierMmsRoutes(app, services);
 
   for (const operation of operations) {
     if (services.implemented.has(operation.id)) continue;

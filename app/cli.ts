@@ -5,9 +5,11 @@
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { type Config, ConfigError, loadConfig } from '../core/config.ts';
-import { openDatabase } from '../core/database.ts';
+import { announce, carrierMessagingChannel } from '../core/change-notices.ts';
+import { inTransaction, openDatabase } from '../core/database.ts';
 import { EmbeddedPostgresError } from '../core/embedded-postgres.ts';
 import { addCarrier, CarrierInputError } from '../core/carriers/carriers.ts';
+import { setCarrierMessaging } from '../core/carriers/messaging.ts';
 import {
   ApplicationExists,
   applicationExists,
@@ -17,7 +19,15 @@ import {
 } from '../core/identity/applications.ts';
 import { createMember, MemberInputError, memberJson } from '../core/identity/members.ts';
 import { isApplicationId, isUuid } from '../core/ids.ts';
-import { type Capability, capabilities, importNumbers, InventoryInputError } from '../core/numbers/numbers.ts';
+import {
+  type Capability,
+  capabilities,
+  decideTextingRegistration,
+  importNumbers,
+  InventoryInputError,
+  numberJson,
+  TextingRegistrationError,
+} from '../core/numbers/numbers.ts';
 import { loadSigningKeys } from '../core/service-secret.ts';
 import { defaultKeyScopes, parseScopeList, type Scope } from '../core/scopes.ts';
 import { type Role, startRoles } from './roles.ts';
@@ -37,8 +47,15 @@ Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DI
                                                        prints the member as JSON
   numbers import --carrier <name> [--capabilities voice,sms,mms] <e164>...
                                                        adds the service's own numbers to the inventory
+  numbers texting <e164> approved|rejected             decides the texting campaign a workspace named for its number
+                                                       (only approved numbers send messages); prints the number
   carriers add <name> --address <host or CIDR> [--port 5060] [--transport udp|tcp] [--username u --password p]
                                                        adds (or replaces) a SIP carrier calls come from and go out through
+  carriers messaging <name> --smpp-host <host> [--smpp-port 2775] --system-id <id> --password <p>
+                    [--system-type <t>] [--tls] [--throughput 10] [--mms-url https://…] | --off
+                                                       sets (or removes) the SMPP account its texts go through,
+                                                       and the HTTP media interface its MMS go through
+                                                       (running engines pick it up: docs/messaging.md)
 `;
 
 class UsageError extends Error {}
@@ -89,6 +106,14 @@ async function admin(config: Config, args: string[]): Promise<void> {
       transport: { type: 'string' },
       username: { type: 'string' },
       password: { type: 'string' },
+      'smpp-host': { type: 'string' },
+      'smpp-port': { type: 'string' },
+      'system-id': { type: 'string' },
+      'system-type': { type: 'string' },
+      tls: { type: 'boolean' },
+      throughput: { type: 'string' },
+      'mms-url': { type: 'string' },
+      off: { type: 'boolean' },
     },
   });
   const [noun, verb, ...rest] = positionals;
@@ -156,6 +181,20 @@ async function admin(config: Config, args: string[]): Promise<void> {
     }
     return;
   }
+  if (noun === 'numbers' && verb === 'texting' && rest.length === 2) {
+    const [e164, decision] = rest as [string, string];
+    if (decision !== 'approved' && decision !== 'rejected') throw new UsageError('decide approved or rejected');
+    try {
+      const row = await withDatabase(config, (pool) =>
+        inTransaction(pool, (db) => decideTextingRegistration(db, e164, decision)),
+      );
+      print(numberJson(row));
+    } catch (error) {
+      if (error instanceof TextingRegistrationError) throw new UsageError(error.message);
+      throw error;
+    }
+    return;
+  }
   if (noun === 'carriers' && verb === 'add' && rest.length === 1) {
     if (values.address === undefined) throw new UsageError('--address <host, address or CIDR> is required');
     if (values.port !== undefined && !/^\d{1,5}$/.test(values.port)) throw new UsageError('--port must be 1-65535');
@@ -180,7 +219,59 @@ async function admin(config: Config, args: string[]): Promise<void> {
     }
     return;
   }
+  if (noun === 'carriers' && verb === 'messaging' && rest.length === 1) {
+    print(await carrierMessaging(config, rest[0] as string, values));
+    return;
+  }
   throw new UsageError(`unknown command: ${args.join(' ')}`);
+}
+
+/** `carriers messaging <name> …`: the carrier's SMPP account set, or removed with `--off`. */
+async function carrierMessaging(
+  config: Config,
+  name: string,
+  values: { [option: string]: string | boolean | undefined },
+): Promise<unknown> {
+  const text = (option: string) => (typeof values[option] === 'string' ? values[option] : undefined);
+  const number = (option: string) => {
+    const value = text(option);
+    if (value === undefined) return undefined;
+    if (!/^\d{1,5}$/.test(value)) throw new UsageError(`--${option} must be a whole number`);
+    return Number(value);
+  };
+  let input = null;
+  if (values.off !== true) {
+    const [host, systemId, password] = [text('smpp-host'), text('system-id'), text('password')];
+    if (host === undefined || systemId === undefined || password === undefined) {
+      throw new UsageError('--smpp-host, --system-id and --password are required (or --off)');
+    }
+    const [port, throughput, systemType] = [number('smpp-port'), number('throughput'), text('system-type')];
+    const mmsUrl = text('mms-url');
+    input = {
+      host,
+      systemId,
+      password,
+      tls: values.tls === true,
+      ...(port === undefined ? {} : { port }),
+      ...(throughput === undefined ? {} : { throughput }),
+      ...(systemType === undefined ? {} : { systemType }),
+      ...(mmsUrl === undefined ? {} : { mmsUrl }),
+    };
+  }
+  try {
+    return await withDatabase(config, async (pool) => {
+      const keys = await loadSigningKeys(pool, config.secret);
+      // Running engines hear of the change at commit and start, replace or close the carrier's link.
+      return inTransaction(pool, async (db) => {
+        const set = await setCarrierMessaging(db, keys.carrierSecrets, name, input);
+        await announce(db, carrierMessagingChannel, name);
+        return set;
+      });
+    });
+  } catch (error) {
+    if (error instanceof CarrierInputError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 async function runRoles(config: Config, roles: Set<Role>): Promise<void> {

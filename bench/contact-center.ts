@@ -12,7 +12,8 @@ import type pg from 'pg';
 import { startCall } from '../core/calls/calls.ts';
 import { registerDevice } from '../core/devices/devices.ts';
 import { createMember } from '../core/identity/members.ts';
-import { answerEntry, distribute, enterQueue, setStateByPerson } from '../core/queues/entries.ts';
+import { answerEntry, enterQueue, setStateByPerson } from '../core/queues/entries.ts';
+import { distribute } from '../core/queues/distribution.ts';
 import { createQueue } from '../core/routing/queues.ts';
 
 export const shape = { queues: 20, agentsPerQueue: 10, waiting: 500, history: 20_000 };

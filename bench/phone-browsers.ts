@@ -4,7 +4,7 @@
  * parent), driven as client/phone.ts drives one: its presence renewed every 20 s, its offers long-polled
  * (`GET /devices/{id}/offers?wait=10&known=…`, again at once after each answer), and, when it accepts, the offer
  * answered by a plain `@roamhq/wrtc` peer connection (test/helpers/webrtc-browser.ts) and `POST /offers/{id}/accept`.
- * An answering phone speaks from its accept on: a 400 Hz tone, 10 ms of 48 kHz PCM per 10 ms of wall clock (caught
+ * An answering phone speaks from its accept on: a 400 Hz tone, 10 ms of 8 kHz PCM per 10 ms of wall clock (caught
  * up when the timer is late, never more than 0.5 s at once), while its sink counts what it hears.
  *
  * It records when each offer was first read and when a poll first answered without it (`performance.timeOrigin +
@@ -113,8 +113,9 @@ const polls = new AbortController();
 let pollErrors = 0;
 let lastPollError: string | null = null;
 let presenceErrors = 0;
-// 400 Hz is 4 whole cycles in 10 ms at 48 kHz: one chunk repeats seamlessly.
-const tone = sine(400, 48000)(480);
+// 400 Hz is 4 whole cycles in 10 ms: one chunk repeats seamlessly. At 8 kHz, not a microphone's 48 kHz: the call is
+// PCMU, and resampling 48 kHz here would only spend the shared host's CPU that a real browser spends on its own.
+const tone = sine(400, 8000)(80);
 
 async function api(method: string, token: string, path: string, body?: unknown): Promise<Response> {
   return fetch(`${apiUrl}/api/v1${path}`, {
@@ -251,7 +252,7 @@ const speaker = setInterval(() => {
       record.chunksSkipped += due - 50;
       due = 50;
     }
-    for (let index = 0; index < due; index += 1) browser.send(tone);
+    for (let index = 0; index < due; index += 1) browser.send(tone, 8000);
     record.chunksSent += due;
   }
 }, 10);

@@ -64,7 +64,7 @@ export interface Phases {
 
 const targets = { concurrent: 100, offerP99Ms: 200, offerRate: 20, withdrawalMs: 1000 };
 const framesPerSecond = 50;
-/** Frames a browser may receive fewer than the engine sent without a loss: the Opus packet still being filled. */
+/** Frames a browser may receive fewer than the engine sent without a loss: the packet still being filled. */
 const framing = 2;
 /**
  * Shares below which audio counts as lost before the wire: the caller's packets the engine counted, of what sipp

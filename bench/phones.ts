@@ -18,7 +18,7 @@
  *    -rtp_echo`) through a carrier of its own, a bridged call of two G.711 legs with media both ways. Browser: the
  *    ring plan; each device accepts and speaks (a 400 Hz tone) while receiving. The plateau (bench/held-calls.ts)
  *    runs from when every call is connected to 1 s before the first hangs up. Audio both ways, in 20 ms frames (an
- *    RTP packet of the browser's Opus, or of G.711): frames the browsers received (inbound-rtp `packetsReceived`,
+ *    RTP packet of G.711, the browsers' as the carrier's): frames the browsers received (inbound-rtp `packetsReceived`,
  *    read when the call ended) beside the frames the engine sent (the browser leg's `packets_out`: 10 ms frames
  *    handed to its RTCAudioSource, so halved), 50/s of the time the leg was bridged, and 50/s of the hold time;
  *    frames the browsers sent (outbound-rtp `packetsSent`) beside what the engine's RTCP receiver reports say it

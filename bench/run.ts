@@ -11,7 +11,11 @@
  * history (bench/contact-center.ts), against the same bare route.
  * Then the events bench (bench/events.ts): events committed and delivered end to end, and their delivery delay; the
  * routing plan validation bench (bench/plans.ts); the calls bench (bench/calls.ts); the phones bench (bench/phones.ts:
- * concurrent browser calls beside carrier-only ones, offer and withdrawal latency). Each runs in a process of its own.
+ * concurrent browser calls beside carrier-only ones, offer and withdrawal latency); the queue-agents bench
+ * (bench/queue-agents.ts: 200 callers in one queue of 50 agents on sipp desk phones, the time from an agent becoming
+ * free to the offer reaching its phone, calls per agent, CPU per waiting caller); the messages bench
+ * (bench/messages.ts: texts acknowledged by a test SMSC per second end to end against the same SMSC fed directly).
+ * Each runs in a process of its own.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -239,5 +243,7 @@ const eventsCode = await runBench('./events.ts', {
   NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)),
 });
 const codes = [eventsCode];
-for (const file of ['./plans.ts', './calls.ts', './phones.ts']) codes.push(await runBench(file));
+for (const file of ['./plans.ts', './calls.ts', './phones.ts', './queue-agents.ts', './messages.ts']) {
+  codes.push(await runBench(file));
+}
 process.exit(failed || codes.some((code) => code !== 0) ? 1 : 0);

@@ -24,6 +24,28 @@ export const offerChannel = 'switchboard_offers';
  * holds an offered entry rings the agent (core/queues/entries.ts, docs/contact-center.md).
  */
 export const queueChannel = 'switchboard_queue';
+/**
+ * Outbound message parts are waiting for a carrier: the carrier's name. The engine that holds the carrier's SMPP
+ * session wakes on it and takes them (core/messages/parts.ts, docs/messaging.md).
+ */
+export const messagesChannel = 'switchboard_messages';
+/**
+ * An outbound message left `queued`/`sending` (sent, delivered or failed): the message id. A send's answer waits on
+ * it for the carrier's first word (operation 67's `message_rejected`, docs/messaging.md).
+ */
+export const messageSettledChannel = 'switchboard_message_settled';
+
+/**
+ * A carrier's messaging settings were set, changed or removed (`switchboard carriers messaging`): the carrier's name.
+ * Every engine reads the settings again and starts, replaces or closes its SMPP links (engine/messaging/links.ts).
+ */
+export const carrierMessagingChannel = 'switchboard_carrier_messaging';
+
+/**
+ * A voice verification waits for its call: the verification's id. Engines wake on it and one of them takes the call
+ * (core/verifications/verifications.ts, engine/verifications/voice.ts).
+ */
+export const verificationsChannel = 'switchboard_verifications';
 
 /**
  * A notice's JSON payload when `schema` (a compiled TypeBox schema) accepts it; undefined for anything else

@@ -86,19 +86,64 @@ export async function openDatabase(
   };
 }
 
+/** What runs on a transaction's connection once `inTransaction` committed it (`afterCommit`). */
+type CommitHook = (db: pg.PoolClient) => Promise<void>;
+const commitHooks = new WeakMap<pg.PoolClient, CommitHook[]>();
+
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const hooks: CommitHook[] = [];
+  commitHooks.set(client, hooks);
+  let committed = false;
   try {
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
+    committed = true;
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
   } finally {
-    client.release();
+    commitHooks.delete(client);
+    if (committed && hooks.length > 0) {
+      // The caller goes on at once; the connection returns to the pool once the hooks ran (a failed one drops it).
+      void (async () => {
+        for (const hook of hooks) await hook(client);
+      })().then(
+        () => client.release(),
+        (error: unknown) => client.release(error instanceof Error ? error : new Error(String(error))),
+      );
+    } else {
+      client.release();
+    }
   }
+}
+
+/**
+ * Runs `hook` on the connection of `db`'s transaction once it committed, outside it (autocommit), without the
+ * transaction's caller waiting for it; nothing when the transaction rolls back. Outside `inTransaction`, at once.
+ * For what is best sent after the commit rather than in it: a `pg_notify` in a transaction holds PostgreSQL's notify
+ * lock through that transaction's commit, WAL flush included, so transactions that notify commit one at a time; a
+ * notice sent on its own commits in no time. The notice is then lost if the process dies between the two: only for
+ * notices something else makes up for (a periodic sweep). A failing hook is dropped with its connection.
+ */
+export async function afterCommit(db: Queryable, hook: CommitHook): Promise<void> {
+  const hooks = db instanceof pg.Pool ? undefined : commitHooks.get(db);
+  if (hooks !== undefined) {
+    hooks.push(hook);
+    return;
+  }
+  if (db instanceof pg.Pool) {
+    const client = await db.connect();
+    try {
+      await hook(client);
+    } finally {
+      client.release();
+    }
+    return;
+  }
+  await hook(db);
 }
 
 /**

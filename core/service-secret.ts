@@ -20,6 +20,10 @@ export interface SigningKeys {
   sipPasswords: Uint8Array;
   /** Encrypts the stored answers of mutations (idempotency records) at rest. */
   idempotentAnswers: Uint8Array;
+  /** Keys the HMAC of one-time codes (verifications.code_hash). */
+  verificationHashes: Uint8Array;
+  /** Seals a voice verification's code until an engine takes its call. */
+  verificationCodes: Uint8Array;
 }
 
 async function masterSecret(db: Queryable, configured: string | undefined): Promise<string> {
@@ -41,5 +45,7 @@ export async function loadSigningKeys(db: Queryable, configured: string | undefi
     carrierSecrets: derive(secret, 'carrier SIP passwords'),
     sipPasswords: derive(secret, 'SIP device passwords'),
     idempotentAnswers: derive(secret, 'idempotent answers'),
+    verificationHashes: derive(secret, 'verification code hashes'),
+    verificationCodes: derive(secret, 'verification codes'),
   };
 }

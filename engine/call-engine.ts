@@ -20,6 +20,7 @@ import { ActiveCalls } from './calls/active-calls.ts';
 import { Admission } from './calls/admission.ts';
 import { dispatchCallCommand } from './calls/commands.ts';
 import { CallMetrics } from './calls/metrics.ts';
+import type { CallServices } from './calls/services.ts';
 import { prepareRecordings } from './calls/voicemail-recording.ts';
 import { Prompts } from './media/prompts.ts';
 import { PortPool } from './media/rtp.ts';
@@ -37,6 +38,8 @@ export interface CallEngine {
   sipPort: number;
   owner: string;
   calls: ActiveCalls;
+  /** What its calls share, for the engine's other callers (engine/verifications/voice.ts). */
+  services: CallServices;
   close(): Promise<void>;
 }
 
@@ -89,33 +92,31 @@ export async function startCallEngine(options: {
   const ended = await endOwnedCalls(pool, owner, 'engine_restarted');
   if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');
   const active = new ActiveCalls(metrics);
-  const admission = new Admission(
-    {
-      pool,
-      sip,
-      carriers: new CarrierDirectory(pool),
-      ports: new PortPool(config.rtp.portMin, config.rtp.portMax),
-      rtpHost: config.rtp.host,
-      // SDP names the RTP address itself, or the advertised one when RTP binds a wildcard.
-      rtpAdvertisedHost: ['0.0.0.0', '::', '[::]'].includes(config.rtp.host)
-        ? config.sip.advertisedHost
-        : config.rtp.host,
-      prompts: new Prompts({
-        cacheDir: path.join(config.dataDir, 'prompts'),
-        ttsCommand: config.ttsCommand,
-        allowPrivateNetworks: config.webhookAllowPrivateNetworks,
-      }),
-      owner,
-      queues,
-      recordingsDir,
-      metrics,
-      log,
-      carrierSecrets: options.carrierSecrets,
-      iceServers: config.iceServers,
-      ...(options.clock ? { clock: options.clock } : {}),
-    },
-    active,
-  );
+  const services: CallServices = {
+    pool,
+    sip,
+    carriers: new CarrierDirectory(pool),
+    ports: new PortPool(config.rtp.portMin, config.rtp.portMax),
+    rtpHost: config.rtp.host,
+    // SDP names the RTP address itself, or the advertised one when RTP binds a wildcard.
+    rtpAdvertisedHost: ['0.0.0.0', '::', '[::]'].includes(config.rtp.host)
+      ? config.sip.advertisedHost
+      : config.rtp.host,
+    prompts: new Prompts({
+      cacheDir: path.join(config.dataDir, 'prompts'),
+      ttsCommand: config.ttsCommand,
+      allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+    }),
+    owner,
+    queues,
+    recordingsDir,
+    metrics,
+    log,
+    carrierSecrets: options.carrierSecrets,
+    iceServers: config.iceServers,
+    ...(options.clock ? { clock: options.clock } : {}),
+  };
+  const admission = new Admission(services, active);
   ready.admission = admission;
   const registrar = new Registrar({
     pool,
@@ -196,6 +197,7 @@ export async function startCallEngine(options: {
     sipPort,
     owner,
     calls: active,
+    services,
     async close() {
       clearInterval(commandPoll);
       clearInterval(offerSweep);

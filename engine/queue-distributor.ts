@@ -1,6 +1,6 @@
 /**
  * The engine's queue distributor (docs/contact-center.md, "Queue entries and distribution"). Distribution itself is
- * decided in PostgreSQL under locks (`distribute`, core/queues/entries.ts), so any number of engines may run it for
+ * decided in PostgreSQL under locks (`distributeMany`, core/queues/distribution.ts), so any number of engines may run it for
  * one queue; this file decides when this engine runs it, and tells this engine's waiting callers
  * (engine/calls/queueing.ts) when their entry may have changed.
  *
@@ -18,21 +18,26 @@ import type pg from 'pg';
 import { endWrapUps, missedOffersLimit } from '../core/agents/agent-states.ts';
 import { ChangeListener, queueChannel } from '../core/change-notices.ts';
 import type { Log } from '../core/log.ts';
-import { abandonOwnedEntries, distribute, parseQueueNotice, queuesWithWaitingEntries } from '../core/queues/entries.ts';
-import type { QueueWatch } from './calls/services.ts';
+import { abandonOwnedEntries, parseQueueNotice, queuesWithWaitingEntries } from '../core/queues/entries.ts';
+import { distributeMany } from '../core/queues/distribution.ts';
+import type { EntryOffer, QueueWatch } from './calls/services.ts';
 
 /** How often the safety net runs (distribution of this engine's queues, the end of wrap-ups). */
 export const distributeEveryMs = 1_000;
 /** Offers one run makes at most before it yields (another run follows if asked for). */
 const offersPerRun = 100;
+/** At most this many offers are decided in one transaction (agents freed together are offered in one commit). */
+const offersPerCommit = 10;
 
 interface Watcher {
   queueId: string;
-  onChange: () => void;
+  onChange: (offered?: EntryOffer) => void;
 }
 
 export class QueueDistributor implements QueueWatch {
   private readonly watchers = new Map<string, Watcher>();
+  /** How many of the watched entries are in each queue: a notice asks it once instead of scanning every watcher. */
+  private readonly perQueue = new Map<string, number>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
   private listener: ChangeListener | undefined;
@@ -66,12 +71,20 @@ export class QueueDistributor implements QueueWatch {
     this.timer.unref();
   }
 
-  watch(entryId: string, queueId: string, onChange: () => void): () => void {
+  watch(entryId: string, queueId: string, onChange: (offered?: EntryOffer) => void): () => void {
     const watcher = { queueId, onChange };
+    const replaced = this.watchers.get(entryId);
+    if (replaced !== undefined) this.count(replaced.queueId, -1);
     this.watchers.set(entryId, watcher);
+    this.count(queueId, 1);
     this.distribute(queueId);
     return () => {
-      if (this.watchers.get(entryId) === watcher) this.watchers.delete(entryId);
+      if (this.watchers.get(entryId) !== watcher) return;
+      this.watchers.delete(entryId);
+      this.count(queueId, -1);
+      // A wait that ends here may have freed its agent (the call ended, the wrap-up written): the callers still
+      // waiting here are distributed now, without waiting for that change's notice to come back.
+      if (this.holdsEntriesIn(queueId)) this.distribute(queueId);
     };
   }
 
@@ -88,8 +101,13 @@ export class QueueDistributor implements QueueWatch {
   }
 
   private holdsEntriesIn(queueId: string): boolean {
-    for (const watcher of this.watchers.values()) if (watcher.queueId === queueId) return true;
-    return false;
+    return (this.perQueue.get(queueId) ?? 0) > 0;
+  }
+
+  private count(queueId: string, change: number): void {
+    const count = (this.perQueue.get(queueId) ?? 0) + change;
+    if (count > 0) this.perQueue.set(queueId, count);
+    else this.perQueue.delete(queueId);
   }
 
   /** Notices may have been missed: every watched entry reads itself again, and the safety net runs. */
@@ -108,11 +126,15 @@ export class QueueDistributor implements QueueWatch {
     const run = (async () => {
       do {
         this.again.delete(queueId);
-        for (let offers = 0; offers < offersPerRun && !this.closed; offers += 1) {
-          const offered = await distribute(this.options.pool, queueId);
-          if (offered === undefined) break;
-          // This engine's entry: its wait rings the agent without waiting for the notice.
-          this.watchers.get(offered.entry.id)?.onChange();
+        for (let offers = 0; offers < offersPerRun && !this.closed;) {
+          const offered = await distributeMany(this.options.pool, queueId, offersPerCommit);
+          // This engine's entries: their waits ring the agents without waiting for the notices.
+          for (const { entry, memberIds } of offered) {
+            if (entry.offered_at !== null)
+              this.watchers.get(entry.id)?.onChange({ offeredAt: entry.offered_at, memberIds });
+          }
+          if (offered.length < offersPerCommit) break;
+          offers += offered.length;
         }
       } while (this.again.has(queueId) && !this.closed);
     })()

@@ -6,10 +6,9 @@
  * go with its connection).
  */
 import type { Clock } from '../core/clock.ts';
-import { setTimeout as delay } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import { tryAdvisoryLock } from '../core/database.ts';
+import { AdvisoryLeadership } from '../core/leadership.ts';
 import type { Resource, ResourceKind, ResourceStore } from '../core/resources/store.ts';
 import type { Log } from '../core/log.ts';
 import { Controller } from './controller.ts';
@@ -35,50 +34,29 @@ export interface Leadership {
 /** An arbitrary fixed key: the one advisory lock operators take. */
 const leaderLockKey = 7_305_142_211;
 
+/** Leadership without a cluster: core/leadership.ts's advisory lock under the operators' one key. */
 export class DatabaseLeadership implements Leadership {
-  private client: pg.Client | undefined;
-  lost: Promise<void> = new Promise(() => {});
+  private readonly lock: AdvisoryLeadership;
 
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly retryMs = 2_000,
-  ) {}
-
-  async acquire(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      const client = new pg.Client({
-        connectionString: this.databaseUrl,
-        application_name: 'switchboard-operator-lead',
-      });
-      // A connection lost while leading ends this process's leadership with it; the lock goes with the connection.
-      let dropped = () => {};
-      const lost = new Promise<void>((resolve) => {
-        dropped = resolve;
-      });
-      client.on('error', () => dropped());
-      client.on('end', () => dropped());
-      try {
-        await client.connect();
-        const taken = await tryAdvisoryLock(client, leaderLockKey);
-        if (taken && !signal.aborted) {
-          this.client = client;
-          this.lost = lost.then(() => {
-            if (this.client === client) this.client = undefined;
-          });
-          return;
-        }
-      } catch {
-        // The database went away for a moment: try again.
-      }
-      await client.end().catch(() => {});
-      await delay(this.retryMs, undefined, { signal, ref: false }).catch(() => {});
-    }
+  constructor(databaseUrl: string, retryMs = 2_000) {
+    this.lock = new AdvisoryLeadership({
+      databaseUrl,
+      key: leaderLockKey,
+      applicationName: 'switchboard-operator-lead',
+      retryMs,
+    });
   }
 
-  async close(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => {});
+  get lost(): Promise<void> {
+    return this.lock.lost;
+  }
+
+  async acquire(signal: AbortSignal): Promise<void> {
+    await this.lock.acquire(signal);
+  }
+
+  close(): Promise<void> {
+    return this.lock.release();
   }
 }
 

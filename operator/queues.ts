@@ -1,6 +1,7 @@
 /**
  * The `Queue` reconciler (docs/kubernetes.md): converges the queue's PostgreSQL record to the resource, whoever
- * wrote it, with the members checked as the REST API checks them. A finalizer guards deletion: while a routing plan
+ * wrote it (its hold prompt and announcement settings included, defaults for those left out), with the members checked
+ * as the REST API checks them. A finalizer guards deletion: while a routing plan
  * (its newest or published version) uses the queue, the resource stays, marked for deletion, and its status says
  * which plans hold it; once none does, the record goes and then the resource.
  */
@@ -50,6 +51,11 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       strategy: spec.strategy,
       wrapUpSecs: spec.wrapUpSecs,
       memberIds: members,
+      // Settings left out of the spec take their defaults (recordQueue's).
+      holdPrompt: spec.holdPrompt ?? null,
+      announcePosition: spec.announcePosition,
+      announceExpectedWait: spec.announceExpectedWait,
+      announceIntervalSecs: spec.announceIntervalSecs,
     });
     return { ready: ready('True', 'Reconciled', 'the record matches the resource'), recorded };
   });

@@ -63,6 +63,14 @@ const realTime = [
   'test/engine/queue-callback.test.ts',
   'test/engine/queue-races.test.ts',
   'test/engine/hold.test.ts',
+  'test/engine/transfer.test.ts',
+  'test/engine/transfer-warm.test.ts',
+  'test/engine/hold-reinvite.test.ts',
+  'test/engine/supervise.test.ts',
+  'test/engine/queue-announcements.test.ts',
+  'test/engine/verification-call.test.ts',
+  'test/engine/texting.test.ts',
+  'test/engine/texting-link.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole

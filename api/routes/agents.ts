@@ -20,7 +20,7 @@ import {
 } from '../../core/agents/agent-states.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { changeStateByPerson } from '../../core/queues/entries.ts';
-import type { Principal } from '../auth.ts';
+import { actorOf } from '../auth.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, Uuid } from '../schemas.ts';
@@ -52,11 +52,6 @@ const StateBody = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/** `member:<id>` for a member token, `application` for a key: the `actor` of the change. */
-function actorOf(principal: Principal): string {
-  return principal.token?.kind === 'member' ? `member:${principal.token.subjectId}` : 'application';
-}
 
 export function agentRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'listAgents', {

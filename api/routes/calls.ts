@@ -18,7 +18,7 @@ import {
   type LegRow,
   workspaceCall,
 } from '../../core/calls/calls.ts';
-import { type CallCommand, recordCallCommand } from '../../core/calls/commands.ts';
+import { type CallCommand, type CommandedCall, recordCallCommand } from '../../core/calls/commands.ts';
 import { CallEndings } from '../call-endings.ts';
 import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
@@ -88,7 +88,7 @@ const CallListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-function callJson(row: CallRow) {
+export function callJson(row: CallRow) {
   return {
     ...callObject(row),
     workspaceId: row.workspace_id,
@@ -150,7 +150,7 @@ async function hangupOutcome(
  * commits. A 4xx rolls the request back, so nothing is recorded or announced for a call not found (404) or over
  * (409 `call_ended`).
  */
-async function commandCall(context: HandlerContext, command: CallCommand): Promise<CallRow> {
+export async function commandCall(context: HandlerContext, command: CallCommand): Promise<CommandedCall> {
   const row = await recordCallCommand(context.db, requireWorkspace(context).id, command);
   if (row === undefined) throw notFound('call');
   if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');

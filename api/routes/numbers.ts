@@ -18,6 +18,7 @@ import {
   numberUpdated,
   releaseNumber,
   searchInventory,
+  type TextingRegistration,
   updateNumber,
 } from '../../core/numbers/numbers.ts';
 import { ListQuery, listPage, openCursor, sealCursor } from '../pagination.ts';
@@ -38,7 +39,11 @@ export const PhoneNumber = Type.Object({
   capabilities: Type.Array(Capability),
   voiceLane: VoiceLane,
   textingRegistration: Type.Object({
-    status: Type.String({ description: '`registered` once a texting campaign is set, else `unregistered`' }),
+    status: Type.String({
+      description:
+        '`unregistered` (no campaign), `pending` (a campaign named, waiting for review), `approved` (the number ' +
+        'sends messages) or `rejected`',
+    }),
     campaignId: Type.Union([Type.String(), Type.Null()]),
   }),
   emergencyAddress: Type.Union([EmergencyAddressSchema, Type.Null()]),
@@ -72,6 +77,17 @@ const SearchQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * The registration once the workspace names `campaignId` (docs/messaging.md, "Texting registration"): none is
+ * `unregistered`; a new campaign, or one named again after a rejection or without one before, is `pending` (the
+ * admin decides); the same campaign named again keeps its `pending` or `approved`.
+ */
+function registrationAfter(current: NumberRow, campaignId: string | null): TextingRegistration {
+  if (campaignId === null) return 'unregistered';
+  if (campaignId !== current.texting_campaign_id) return 'pending';
+  return current.texting_registration === 'approved' ? 'approved' : 'pending';
+}
 
 export function numberRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'searchAvailableNumbers', {
@@ -192,11 +208,13 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
           });
         }
       }
+      const campaignId: string | null =
+        body.textingRegistration === undefined ? current.texting_campaign_id : body.textingRegistration.campaignId;
       const next = {
         name: body.name === undefined ? current.name : body.name,
         voiceLane: body.voiceLane ?? current.voice_lane,
-        campaignId:
-          body.textingRegistration === undefined ? current.texting_campaign_id : body.textingRegistration.campaignId,
+        campaignId,
+        textingRegistration: registrationAfter(current, campaignId),
         emergencyAddress: body.emergencyAddress === undefined ? current.emergency_address : body.emergencyAddress,
         routingPlanId: body.routingPlanId === undefined ? current.routing_plan_id : null,
       };
@@ -209,7 +227,12 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
       const changes: string[] = [];
       if (next.name !== current.name) changes.push('name');
       if (next.voiceLane !== current.voice_lane) changes.push('voiceLane');
-      if (next.campaignId !== current.texting_campaign_id) changes.push('textingRegistration');
+      if (
+        next.campaignId !== current.texting_campaign_id ||
+        next.textingRegistration !== current.texting_registration
+      ) {
+        changes.push('textingRegistration');
+      }
       if (JSON.stringify(next.emergencyAddress) !== JSON.stringify(current.emergency_address)) {
         changes.push('emergencyAddress');
       }

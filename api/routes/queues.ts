@@ -1,7 +1,8 @@
 /**
  * Operations 34-38: call queues. A queue is a custom resource (`Queue`, written through the ResourceStore in the
  * request's transaction) plus its PostgreSQL record. Deleting a queue that a routing plan uses is refused (409
- * `in_use`).
+ * `in_use`). A queue's hold prompt and announcements (docs/contact-center.md) are optional: left out on create they
+ * take their defaults, and the resource holds only those that differ from them.
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
@@ -13,11 +14,22 @@ import {
   deleteQueue,
   listQueues,
   queueById,
+  queueDefaults,
   type QueueRow,
   updateQueue,
 } from '../../core/routing/queues.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
-import { QueueMembers, QueueName, type QueueSpec, QueueStrategy, WrapUpSecs } from '../../core/resources/kinds.ts';
+import {
+  AnnounceExpectedWait,
+  AnnounceIntervalSecs,
+  AnnouncePosition,
+  QueueHoldPrompt,
+  QueueMembers,
+  QueueName,
+  type QueueSpec,
+  QueueStrategy,
+  WrapUpSecs,
+} from '../../core/resources/kinds.ts';
 import type { WorkspaceRef } from '../auth.ts';
 import { apiResources } from '../resources.ts';
 import { ListQuery, listPage } from '../pagination.ts';
@@ -28,6 +40,16 @@ import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 const Strategy = QueueStrategy;
 const Name = QueueName;
 const Members = QueueMembers;
+const HoldPrompt = Type.Union([...QueueHoldPrompt.anyOf, Type.Null()], {
+  description: 'Played looped to waiting callers: text to speech or an audio file; null: the default hold music',
+});
+/** The optional settings, as create and update take them. */
+const settingsFields = {
+  holdPrompt: Type.Optional(HoldPrompt),
+  announcePosition: Type.Optional(AnnouncePosition),
+  announceExpectedWait: Type.Optional(AnnounceExpectedWait),
+  announceIntervalSecs: Type.Optional(AnnounceIntervalSecs),
+};
 
 export const Queue = Type.Object({
   id: Uuid,
@@ -36,6 +58,10 @@ export const Queue = Type.Object({
   strategy: Strategy,
   wrapUpSecs: Type.Integer(),
   members: Type.Array(Uuid),
+  holdPrompt: HoldPrompt,
+  announcePosition: Type.Boolean(),
+  announceExpectedWait: Type.Boolean(),
+  announceIntervalSecs: Type.Integer(),
   createdAt: DateTime,
   updatedAt: DateTime,
 });
@@ -48,6 +74,10 @@ function queueJson(row: QueueRow) {
     strategy: row.strategy,
     wrapUpSecs: row.wrap_up_secs,
     members: row.member_ids,
+    holdPrompt: row.hold_prompt,
+    announcePosition: row.announce_position,
+    announceExpectedWait: row.announce_expected_wait,
+    announceIntervalSecs: row.announce_interval_secs,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -74,6 +104,15 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, r
     strategy: row.strategy as QueueSpec['strategy'],
     wrapUpSecs: row.wrap_up_secs,
     members: row.member_ids,
+    // Only the settings that differ from their defaults (a queue without any keeps the spec it always had).
+    ...(row.hold_prompt === null ? {} : { holdPrompt: row.hold_prompt }),
+    ...(row.announce_position === queueDefaults.announcePosition ? {} : { announcePosition: row.announce_position }),
+    ...(row.announce_expected_wait === queueDefaults.announceExpectedWait
+      ? {}
+      : { announceExpectedWait: row.announce_expected_wait }),
+    ...(row.announce_interval_secs === queueDefaults.announceIntervalSecs
+      ? {}
+      : { announceIntervalSecs: row.announce_interval_secs }),
   };
   await apiResources(context.services, context.db).apply('Queue', row.id, spec, {
     applicationId: workspace.applicationId,
@@ -90,6 +129,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
           strategy: Type.Optional(Strategy),
           wrapUpSecs: Type.Optional(WrapUpSecs),
           members: Type.Optional(Members),
+          ...settingsFields,
         },
         { additionalProperties: false },
       ),
@@ -104,6 +144,10 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
         strategy: body.strategy ?? 'longest_idle',
         wrapUpSecs: body.wrapUpSecs ?? 0,
         memberIds: members,
+        holdPrompt: body.holdPrompt ?? null,
+        announcePosition: body.announcePosition ?? queueDefaults.announcePosition,
+        announceExpectedWait: body.announceExpectedWait ?? queueDefaults.announceExpectedWait,
+        announceIntervalSecs: body.announceIntervalSecs ?? queueDefaults.announceIntervalSecs,
       });
       await writeResource(context, workspace, row);
       return { status: 201, body: queueJson(row) };
@@ -143,6 +187,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
           strategy: Type.Optional(Strategy),
           wrapUpSecs: Type.Optional(WrapUpSecs),
           members: Type.Optional(Members),
+          ...settingsFields,
         },
         { additionalProperties: false, minProperties: 1 },
       ),
@@ -157,6 +202,10 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
         strategy: body.strategy ?? null,
         wrapUpSecs: body.wrapUpSecs ?? null,
         memberIds: members,
+        holdPrompt: body.holdPrompt,
+        announcePosition: body.announcePosition ?? null,
+        announceExpectedWait: body.announceExpectedWait ?? null,
+        announceIntervalSecs: body.announceIntervalSecs ?? null,
       });
       if (row === undefined) throw notFound('queue');
       await writeResource(context, workspace, row);

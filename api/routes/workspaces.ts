@@ -10,6 +10,7 @@ import {
   workspaceRecord,
   type WorkspaceRow,
 } from '../../core/identity/workspaces.ts';
+import { defaultHelpReply, helpTextProblem } from '../../core/messages/keywords.ts';
 import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
@@ -37,6 +38,18 @@ const Limits = Type.Object(
   { additionalProperties: false },
 );
 
+const HelpText = Type.String({
+  minLength: 1,
+  maxLength: 160,
+  description: 'What an inbound HELP is answered with: one SMS (160 GSM characters, or 70 when it needs UCS-2)',
+});
+
+/** Texting settings (docs/messaging.md, "Receiving"); a null helpText goes back to the default text. */
+const TextingSettings = Type.Object(
+  { helpText: Type.Optional(Type.Union([HelpText, Type.Null()])) },
+  { additionalProperties: false },
+);
+
 const defaultPolicy = { allowedPrefixes: [], blockedPrefixes: [] };
 const defaultLimits = { concurrentCalls: 50, devicesPerUser: 5 };
 
@@ -47,6 +60,7 @@ export const Workspace = Type.Object({
   timezone: Type.String({ description: 'IANA time zone' }),
   destinationPolicy: DestinationPolicy,
   limits: Limits,
+  texting: Type.Object({ helpText: Type.String({ description: 'The help text in effect (the default unless set)' }) }),
   createdAt: DateTime,
   updatedAt: DateTime,
 });
@@ -62,9 +76,21 @@ function workspaceJson(row: WorkspaceRow) {
     timezone: row.timezone,
     destinationPolicy: row.destination_policy,
     limits: row.limits,
+    texting: { helpText: row.texting.helpText ?? defaultHelpReply },
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
+}
+
+/** The texting settings given, checked (a help text must fit one SMS part), or a 400 naming the field. */
+function checkedTexting(texting: { helpText?: string | null } | undefined): { helpText?: string | null } {
+  if (texting === undefined) return {};
+  const helpText = texting.helpText;
+  if (typeof helpText === 'string') {
+    const problem = helpTextProblem(helpText);
+    if (problem !== undefined) throw new ApiError('invalid_request', `body.texting.helpText ${problem}`);
+  }
+  return helpText === undefined ? {} : { helpText };
 }
 
 /** The canonical IANA name of a time zone, or a 400 naming the field. */
@@ -92,6 +118,7 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
           timezone: Timezone,
           destinationPolicy: Type.Optional(DestinationPolicy),
           limits: Type.Optional(Limits),
+          texting: Type.Optional(TextingSettings),
         },
         { additionalProperties: false },
       ),
@@ -99,12 +126,14 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async ({ db, body, principal }) => {
       const timezone = canonicalTimezone('body.timezone', body.timezone);
+      const texting = checkedTexting(body.texting);
       const row = await createWorkspace(db, principal.applicationId as string, {
         externalWorkspaceId: body.externalWorkspaceId,
         name: body.name,
         timezone,
         destinationPolicy: body.destinationPolicy ?? defaultPolicy,
         limits: body.limits ?? defaultLimits,
+        texting,
       });
       if (row === undefined) {
         throw new ApiError(
@@ -148,6 +177,7 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
           timezone: Type.Optional(Timezone),
           destinationPolicy: Type.Optional(Type.Partial(DestinationPolicy)),
           limits: Type.Optional(Type.Partial(Limits)),
+          texting: Type.Optional(TextingSettings),
         },
         { additionalProperties: false, minProperties: 1 },
       ),
@@ -155,11 +185,13 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async ({ db, body, workspace }) => {
       const timezone = body.timezone === undefined ? null : canonicalTimezone('body.timezone', body.timezone);
+      const texting = checkedTexting(body.texting);
       const row = await updateWorkspace(db, workspace?.id, {
         name: body.name ?? null,
         timezone,
         destinationPolicy: body.destinationPolicy ?? {},
         limits: body.limits ?? {},
+        texting,
       });
       if (row === undefined) throw notFound('workspace');
       return { status: 200, body: workspaceJson(row) };

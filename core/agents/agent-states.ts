@@ -120,6 +120,29 @@ export interface ChangedAgent {
   changed: boolean;
 }
 
+/** The change's `agent.state_changed` event, in the transaction that made it. */
+async function writeStateChanged(db: Queryable, agent: AgentRow, previous: AgentState): Promise<void> {
+  await appendEvent(db, {
+    type: 'agent.state_changed',
+    streamId: agent.member_id,
+    applicationId: agent.application_id,
+    workspaceId: agent.workspace_id,
+    externalWorkspaceId: agent.external_workspace_id,
+    fields: {
+      // The specification requires it; a member's id in the application's world is its email.
+      externalUserId: agent.email.slice(0, 200),
+      agent: {
+        memberId: agent.member_id,
+        state: agent.state,
+        previousState: previous,
+        reason: agent.reason,
+        actor: agent.actor,
+        changedAt: (agent.changed_at as Date).toISOString(),
+      },
+    },
+  });
+}
+
 /**
  * Changes a member's agent state inside the caller's transaction `db`: the row made if missing and locked, the
  * change written with its `agent.state_changed` event. Undefined when the workspace has no such member. A change to
@@ -178,27 +201,7 @@ export async function changeAgentState(
     ],
   );
   const agent = updated.rows[0] as AgentRow;
-  if (!sameState) {
-    await appendEvent(db, {
-      type: 'agent.state_changed',
-      streamId: memberId,
-      applicationId: agent.application_id,
-      workspaceId,
-      externalWorkspaceId: agent.external_workspace_id,
-      fields: {
-        // The specification requires it; a member's id in the application's world is its email.
-        externalUserId: agent.email.slice(0, 200),
-        agent: {
-          memberId,
-          state: agent.state,
-          previousState: current.state,
-          reason: agent.reason,
-          actor: agent.actor,
-          changedAt: (agent.changed_at as Date).toISOString(),
-        },
-      },
-    });
-  }
+  if (!sameState) await writeStateChanged(db, agent, current.state);
   return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
 }
 
@@ -228,6 +231,30 @@ export async function offerableAgents(
     [[...queue.memberIds], queue.workspaceId, limit],
   );
   return result.rows.map((row) => row.member_id);
+}
+
+/**
+ * Distribution's offers (core/queues/distribution.ts) in one statement: each agent `offered` the entry paired with
+ * it, as `changeAgentState` would make it, with its `agent.state_changed` event. Only for agents `offerableAgents`
+ * locked in the same transaction (so known `available`); one that is not is left out of the answer, and its entry
+ * must not be offered. Returns the agents offered, in no particular order.
+ */
+export async function offerAgents(
+  db: pg.PoolClient,
+  workspaceId: string,
+  offers: readonly { memberId: string; entryId: string }[],
+): Promise<AgentRow[]> {
+  if (offers.length === 0) return [];
+  const updated = await db.query<AgentRow>(
+    `UPDATE agent_states a SET state = 'offered', reason = NULL, actor = 'system', entry_id = o.entry_id,
+            changed_at = clock_timestamp(), wrap_up_until = NULL, last_offered_at = clock_timestamp()
+       FROM unnest($2::uuid[], $3::uuid[]) AS o(member_id, entry_id), members m JOIN workspaces w ON w.id = m.workspace_id
+      WHERE a.member_id = o.member_id AND a.workspace_id = $1 AND a.state = 'available' AND m.id = a.member_id
+      RETURNING ${columns}`,
+    [workspaceId, offers.map((offer) => offer.memberId), offers.map((offer) => offer.entryId)],
+  );
+  for (const agent of updated.rows) await writeStateChanged(db, agent, 'available');
+  return updated.rows;
 }
 
 /** The agents offered or on a call for an entry, locked. */

@@ -176,7 +176,8 @@ export async function changeState(
       `state = $2,
        answered_at = CASE WHEN $3 THEN coalesce(c.answered_at, clock_timestamp()) ELSE c.answered_at END,
        connected_at = CASE WHEN $4 THEN coalesce(c.connected_at, clock_timestamp()) ELSE c.connected_at END,
-       hold_requested = CASE WHEN $4 THEN NULL ELSE c.hold_requested END`,
+       hold_requested = CASE WHEN $4 THEN NULL ELSE c.hold_requested END,
+       transfer_request = CASE WHEN $4 THEN NULL ELSE c.transfer_request END`,
       [state, options.answered === true, options.connectedLeg !== undefined],
     );
     if (options.answered === true && current.answered_at === null) {

@@ -5,8 +5,8 @@
  * (engine/calls/commands.ts). On reconnecting, and every 2 s, the engine also reads the commands recorded for its
  * calls (`pendingCallCommands`), so a missed announcement is not lost.
  *
- * Today the commands are `hangup` and `hold`. A new one (transfer, recording, supervise) is a member of the union and
- * its schema here, how it is recorded on the call (`recordCallCommand`) and read back (`pendingCallCommands`), and
+ * Today the commands are `hangup`, `hold`, `transfer`, `finish_transfer` and `supervise`. A new one (recording) is a
+ * member of the union and its schema here, how it is recorded on the call (`recordCallCommand`) and read back (`pendingCallCommands`), and
  * its case in the engine's dispatch (the compiler lists the switch that lacks it).
  */
 import { type Static, Type } from 'typebox';
@@ -14,6 +14,8 @@ import { Compile } from 'typebox/compile';
 import { announce, callControlChannel, parseNotice } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import { type CallRow, callColumns } from './calls.ts';
+import { SuperviseMode } from './supervision.ts';
+import { TransferTarget } from './transfers.ts';
 
 /** End the call from our side (`POST /calls/{id}/hangup`): recorded as `calls.hangup_requested_at`. */
 export const HangupCommand = Type.Object({ action: Type.Literal('hangup'), callId: Type.String() });
@@ -26,7 +28,52 @@ export type HangupCommand = Static<typeof HangupCommand>;
 export const HoldCommand = Type.Object({ action: Type.Literal('hold'), callId: Type.String(), hold: Type.Boolean() });
 export type HoldCommand = Static<typeof HoldCommand>;
 
-export const CallCommand = Type.Union([HangupCommand, HoldCommand]);
+/**
+ * A transfer of a connected call (`POST /calls/{id}/transfer`, docs/contact-center.md "Transfer"): recorded as
+ * `calls.transfer_request` (with its `id`, so that the engine takes it up once) unless a warm transfer is being
+ * consulted. `actor` is who asked (`application`, `member:<id>`, `user:<id>`).
+ */
+export const TransferCommand = Type.Object({
+  action: Type.Literal('transfer'),
+  callId: Type.String(),
+  id: Type.String(),
+  target: TransferTarget,
+  warm: Type.Boolean(),
+  actor: Type.Union([Type.String(), Type.Null()]),
+});
+export type TransferCommand = Static<typeof TransferCommand>;
+
+/** The end of a warm transfer being consulted: `complete` (the caller goes to the target) or `cancel`. */
+export const FinishTransferCommand = Type.Object({
+  action: Type.Literal('finish_transfer'),
+  callId: Type.String(),
+  id: Type.String(),
+  finish: Type.Union([Type.Literal('complete'), Type.Literal('cancel')]),
+  actor: Type.Union([Type.String(), Type.Null()]),
+});
+export type FinishTransferCommand = Static<typeof FinishTransferCommand>;
+
+/**
+ * A supervisor's leg on a connected call, or its new mode (`POST /calls/{id}/supervise`): recorded in
+ * `calls.supervise_requests` under the supervisor's member id (with its `id`, taken up once by the engine).
+ */
+export const SuperviseCommand = Type.Object({
+  action: Type.Literal('supervise'),
+  callId: Type.String(),
+  id: Type.String(),
+  memberId: Type.String(),
+  mode: SuperviseMode,
+  actor: Type.Union([Type.String(), Type.Null()]),
+});
+export type SuperviseCommand = Static<typeof SuperviseCommand>;
+
+export const CallCommand = Type.Union([
+  HangupCommand,
+  HoldCommand,
+  TransferCommand,
+  FinishTransferCommand,
+  SuperviseCommand,
+]);
 export type CallCommand = Static<typeof CallCommand>;
 
 const callCommand = Compile(CallCommand);
@@ -35,6 +82,9 @@ const callCommand = Compile(CallCommand);
 export function parseCallCommand(payload: string): CallCommand | undefined {
   return parseNotice(payload, callCommand);
 }
+
+/** The call a command was recorded on; `consulting` (transfers only): a warm transfer is being consulted. */
+export type CommandedCall = CallRow & { consulting?: boolean };
 
 /**
  * Records `command` on its call in the workspace (row-locked until the transaction commits) and announces it: the
@@ -46,8 +96,8 @@ export async function recordCallCommand(
   db: Queryable,
   workspaceId: string,
   command: CallCommand,
-): Promise<CallRow | undefined> {
-  let row: CallRow | undefined;
+): Promise<CommandedCall | undefined> {
+  let row: CommandedCall | undefined;
   switch (command.action) {
     case 'hangup': {
       const result = await db.query<CallRow>(
@@ -70,6 +120,39 @@ export async function recordCallCommand(
       if (row !== undefined && row.ended_at === null && row.state !== 'connected') return row;
       break;
     }
+    case 'transfer':
+    case 'finish_transfer': {
+      // A new transfer only while none is consulted, its end only while one is; the caller refuses the others.
+      const { callId, action, ...request } = command;
+      const wanted = action === 'transfer' ? 'IS NULL' : 'IS NOT NULL';
+      const result = await db.query<CommandedCall>(
+        `UPDATE calls c SET transfer_request = CASE WHEN c.state = 'connected' AND c.transfer_consulting ${wanted}
+                                                    THEN $3::jsonb ELSE c.transfer_request END
+           FROM workspaces w
+          WHERE c.id = $1 AND c.workspace_id = $2 AND w.id = c.workspace_id
+      RETURNING ${callColumns}, c.transfer_consulting IS NOT NULL AS consulting`,
+        [callId, workspaceId, JSON.stringify({ action, ...request })],
+      );
+      row = result.rows[0];
+      if (row === undefined || row.ended_at !== null) return row;
+      if (row.state !== 'connected' || row.consulting !== (action === 'finish_transfer')) return row;
+      break;
+    }
+    case 'supervise': {
+      // Only a connected call is recorded (one request per supervisor, the newest kept); the caller refuses others.
+      const { callId, memberId, id, mode, actor } = command;
+      const result = await db.query<CallRow>(
+        `UPDATE calls c SET supervise_requests = CASE WHEN c.state = 'connected'
+                  THEN coalesce(c.supervise_requests, '{}'::jsonb) || jsonb_build_object($3::text, $4::jsonb)
+                  ELSE c.supervise_requests END
+           FROM workspaces w
+          WHERE c.id = $1 AND c.workspace_id = $2 AND w.id = c.workspace_id RETURNING ${callColumns}`,
+        [callId, workspaceId, memberId, JSON.stringify({ id, mode, actor })],
+      );
+      row = result.rows[0];
+      if (row !== undefined && row.ended_at === null && row.state !== 'connected') return row;
+      break;
+    }
   }
   if (row === undefined || row.ended_at !== null) return row;
   // The call's id as stored (the path may spell it in capitals): the engine finds its calls by it.
@@ -79,14 +162,33 @@ export async function recordCallCommand(
 
 /** The commands recorded for the live calls an engine owns (the re-check on reconnect and the 2 s poll). */
 export async function pendingCallCommands(db: Queryable, engineOwner: string): Promise<CallCommand[]> {
-  const result = await db.query<{ id: string; hangup: boolean; hold: boolean | null }>(
-    `SELECT id, hangup_requested_at IS NOT NULL AS hangup, CASE WHEN state = 'connected' THEN hold_requested END AS hold
+  const result = await db.query<{
+    id: string;
+    hangup: boolean;
+    hold: boolean | null;
+    transfer: unknown;
+    supervise: Record<string, object> | null;
+  }>(
+    `SELECT id, hangup_requested_at IS NOT NULL AS hangup, CASE WHEN state = 'connected' THEN hold_requested END AS hold,
+            CASE WHEN state = 'connected' THEN transfer_request END AS transfer,
+            CASE WHEN state = 'connected' THEN supervise_requests END AS supervise
        FROM calls
       WHERE engine_owner = $1 AND ended_at IS NULL
-        AND (hangup_requested_at IS NOT NULL OR (state = 'connected' AND hold_requested IS NOT NULL))`,
+        AND (hangup_requested_at IS NOT NULL
+             OR (state = 'connected' AND (hold_requested IS NOT NULL OR transfer_request IS NOT NULL
+                                          OR supervise_requests IS NOT NULL)))`,
     [engineOwner],
   );
-  return result.rows.map(({ id, hangup, hold }): CallCommand =>
-    hangup ? { action: 'hangup', callId: id } : { action: 'hold', callId: id, hold: hold === true },
-  );
+  return result.rows.flatMap(({ id, hangup, hold, transfer, supervise }): CallCommand[] => {
+    if (hangup) return [{ action: 'hangup', callId: id }];
+    const commands: CallCommand[] = [];
+    if (hold !== null) commands.push({ action: 'hold', callId: id, hold });
+    // A request written by this code is a command once its call id is added; anything else is dropped.
+    const recorded = [
+      ...(transfer === null ? [] : [{ ...(transfer as object) }]),
+      ...Object.entries(supervise ?? {}).map(([memberId, request]) => ({ action: 'supervise', memberId, ...request })),
+    ].map((request) => ({ ...request, callId: id }));
+    for (const command of recorded) if (callCommand.Check(command)) commands.push(command);
+    return commands;
+  });
 }

@@ -24,7 +24,8 @@ export interface Carrier {
 export class CarrierInputError extends Error {}
 
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-const hostPattern =
+/** A DNS host name (an IP address is checked with ipaddr.js). */
+export const hostPattern =
   /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
 /** Checks an address: an IP, a CIDR range or a host name. */

@@ -244,11 +244,17 @@ export function ringableSipDevices(db: Queryable, workspaceId: string, people: P
 /**
  * An SQL condition, true when the member whose id is the SQL expression `memberId` has a device that can ring now:
  * a `browser` or `mobile` device with a live presence lease, or a `sip` device with a live registration; with
- * `free`, one that is not on a call either. For queries of other tables that must ask it (agents, docs/contact-center.md); the devices table
- * stays this module's.
+ * `free`, one that is not on a call either, or (`{ orOnCall }`, an SQL expression of a call id) not on another call.
+ * For queries of other tables that must ask it (agents, docs/contact-center.md); the devices table stays this module's.
  */
-export function memberHasLiveDevice(memberId: string, free: boolean): string {
-  return `EXISTS (SELECT 1 FROM devices ld WHERE ld.member_id = ${memberId}${free ? ' AND ld.busy_call_id IS NULL' : ''} AND (
+export function memberHasLiveDevice(memberId: string, free: boolean | { orOnCall: string }): string {
+  const busy =
+    free === false
+      ? ''
+      : free === true
+        ? ' AND ld.busy_call_id IS NULL'
+        : ` AND (ld.busy_call_id IS NULL OR ld.busy_call_id = ${free.orOnCall})`;
+  return `EXISTS (SELECT 1 FROM devices ld WHERE ld.member_id = ${memberId}${busy} AND (
       (ld.kind IN ('browser', 'mobile') AND ld.presence_expires_at > clock_timestamp())
       OR (ld.kind = 'sip' AND EXISTS (SELECT 1 FROM sip_bindings lb
                                        WHERE lb.device_id = ld.id AND lb.expires_at > clock_timestamp()))))`;

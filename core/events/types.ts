@@ -123,29 +123,38 @@ const Voicemail = Type.Object(
   { id: Uuid, recordingId: Uuid, from: Text(64), to: Text(64), durationSeconds: Nullable(EventInteger(0)) },
   { additionalProperties: false },
 );
-const MessageReceived = Type.Object(
+/**
+ * A message as `message.received` and `message.status` carry it (docs/messaging.md, "Events"): the record's own
+ * shape, its status and error the new ones for a status event. Texts reassembled from up to 255 parts stay under
+ * 40,000 characters.
+ */
+export const MessageObject = Type.Object(
   {
     id: Uuid,
     phoneNumberId: Uuid,
+    direction: OpenState,
     from: Text(64),
     to: Text(64),
-    body: Nullable(Type.String({ maxLength: 10000 })),
-    mediaCount: Type.Integer({ minimum: 0, maximum: 100 }),
-    receivedAt: DateTime,
-  },
-  { additionalProperties: false },
-);
-const MessageStatus = Type.Object(
-  {
-    id: Uuid,
-    phoneNumberId: Uuid,
+    text: Type.String({ maxLength: 40000 }),
+    media: Type.Array(
+      Type.Object(
+        { url: Type.String({ maxLength: 2048 }), contentType: Text(100), size: EventInteger(0) },
+        { additionalProperties: false },
+      ),
+      { maxItems: 10 },
+    ),
     status: OpenState,
-    previousStatus: Nullable(OpenState),
-    errorCode: Nullable(Text(100)),
-    changedAt: DateTime,
+    error: Nullable(
+      Type.Object({ code: Text(100), message: Type.String({ maxLength: 1000 }) }, { additionalProperties: false }),
+    ),
+    segments: Type.Integer({ minimum: 0, maximum: 255 }),
+    /** Only on an inbound text some of whose parts never came (docs/messaging.md, "Receiving"): always true. */
+    incomplete: Type.Optional(Type.Literal(true)),
+    createdAt: DateTime,
   },
   { additionalProperties: false },
 );
+export type MessageObject = Static<typeof MessageObject>;
 const NumberState = Type.Object(
   {
     id: Uuid,
@@ -205,8 +214,8 @@ export const eventSchemas = {
   'recording.ready': callEvent('recording.ready', { recording: Recording }),
   'transcript.ready': callEvent('transcript.ready', { transcript: Transcript }),
   'voicemail.ready': callEvent('voicemail.ready', { voicemail: Voicemail }),
-  'message.received': numberEvent('message.received', { message: MessageReceived }),
-  'message.status': numberEvent('message.status', { message: MessageStatus }),
+  'message.received': numberEvent('message.received', { message: MessageObject }),
+  'message.status': numberEvent('message.status', { message: MessageObject }),
   'number.updated': numberEvent('number.updated', { number: NumberState }),
 } as const;
 

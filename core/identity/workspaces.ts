@@ -16,6 +16,14 @@ export interface WorkspaceLimits {
   devicesPerUser: number;
 }
 
+/**
+ * Texting settings (docs/messaging.md, "Receiving"): the help text an inbound HELP is answered with; absent or null
+ * is the default text (core/messages/keywords.ts).
+ */
+export interface WorkspaceTexting {
+  helpText?: string | null;
+}
+
 export interface WorkspaceRow {
   id: string;
   external_workspace_id: string;
@@ -23,13 +31,14 @@ export interface WorkspaceRow {
   timezone: string;
   destination_policy: DestinationPolicy;
   limits: WorkspaceLimits;
+  texting: WorkspaceTexting;
   created_at: Date;
   updated_at: Date;
   cursor_ts: string;
 }
 
 const columns =
-  'id, external_workspace_id, name, timezone, destination_policy, limits, created_at, updated_at, created_at::text AS cursor_ts';
+  'id, external_workspace_id, name, timezone, destination_policy, limits, texting, created_at, updated_at, created_at::text AS cursor_ts';
 
 /** A new workspace; undefined when the application has one with this external id already. */
 export async function createWorkspace(
@@ -41,13 +50,23 @@ export async function createWorkspace(
     timezone: string;
     destinationPolicy: DestinationPolicy;
     limits: WorkspaceLimits;
+    texting?: WorkspaceTexting;
   },
 ): Promise<WorkspaceRow | undefined> {
   const result = await db.query<WorkspaceRow>(
-    `INSERT INTO workspaces (application_id, external_workspace_id, name, timezone, destination_policy, limits)
-         VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO workspaces (application_id, external_workspace_id, name, timezone, destination_policy, limits,
+                             texting)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (application_id, external_workspace_id) DO NOTHING RETURNING ${columns}`,
-    [applicationId, fields.externalWorkspaceId, fields.name, fields.timezone, fields.destinationPolicy, fields.limits],
+    [
+      applicationId,
+      fields.externalWorkspaceId,
+      fields.name,
+      fields.timezone,
+      fields.destinationPolicy,
+      fields.limits,
+      fields.texting ?? {},
+    ],
   );
   return result.rows[0];
 }
@@ -69,7 +88,10 @@ export async function workspaceRecord(db: Queryable, id: string | undefined): Pr
   return result.rows[0];
 }
 
-/** Changes the name and time zone given (null: kept) and merges the policy and limits given into the stored ones. */
+/**
+ * Changes the name and time zone given (null: kept) and merges the policy, limits and texting settings given into
+ * the stored ones.
+ */
 export async function updateWorkspace(
   db: Queryable,
   id: string | undefined,
@@ -78,6 +100,7 @@ export async function updateWorkspace(
     timezone: string | null;
     destinationPolicy: Partial<DestinationPolicy>;
     limits: Partial<WorkspaceLimits>;
+    texting?: WorkspaceTexting;
   },
 ): Promise<WorkspaceRow | undefined> {
   const result = await db.query<WorkspaceRow>(
@@ -86,9 +109,10 @@ export async function updateWorkspace(
            timezone = coalesce($3, timezone),
            destination_policy = destination_policy || $4::jsonb,
            limits = limits || $5::jsonb,
+           texting = texting || $6::jsonb,
            updated_at = clock_timestamp()
          WHERE id = $1 RETURNING ${columns}`,
-    [id, changes.name, changes.timezone, changes.destinationPolicy, changes.limits],
+    [id, changes.name, changes.timezone, changes.destinationPolicy, changes.limits, changes.texting ?? {}],
   );
   return result.rows[0];
 }
@@ -160,4 +184,13 @@ export async function destinationPolicyOf(db: Queryable, workspaceId: string): P
     [workspaceId],
   );
   return workspace.rows[0]?.destination_policy;
+}
+
+/** The workspace's own help text (an inbound HELP's reply), or null when it keeps the default. */
+export async function helpTextOf(db: Queryable, workspaceId: string): Promise<string | null> {
+  const workspace = await db.query<{ help_text: string | null }>(
+    "SELECT texting ->> 'helpText' AS help_text FROM workspaces WHERE id = $1",
+    [workspaceId],
+  );
+  return workspace.rows[0]?.help_text ?? null;
 }

@@ -7,7 +7,7 @@ import libphonenumber from 'google-libphonenumber';
 import type { Queryable } from '../database.ts';
 import type { RoutingPlanDefinition } from '../routing/definition.ts';
 import { appendEvent } from '../events/outbox.ts';
-import { e164Pattern } from '../ids.ts';
+import { e164Pattern, isUuid } from '../ids.ts';
 import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
 
 export const capabilities = ['voice', 'sms', 'mms'] as const;
@@ -34,6 +34,7 @@ export interface NumberRow {
   name: string | null;
   voice_lane: 'service' | 'off';
   texting_campaign_id: string | null;
+  texting_registration: TextingRegistration;
   emergency_address: EmergencyAddress | null;
   routing_plan_id: string | null;
   assigned_at: Date | null;
@@ -42,11 +43,14 @@ export interface NumberRow {
 }
 
 export const numberColumns = `id, e164, carrier, capabilities, region, national_number, workspace_id, name, voice_lane,
-  texting_campaign_id, emergency_address, routing_plan_id, assigned_at, claimed_at, updated_at`;
+  texting_campaign_id, texting_registration, emergency_address, routing_plan_id, assigned_at, claimed_at, updated_at`;
 
-export function textingRegistration(row: NumberRow): 'registered' | 'unregistered' {
-  return row.texting_campaign_id === null ? 'unregistered' : 'registered';
-}
+/**
+ * A number's texting registration (docs/messaging.md): `pending` once a campaign is named (operation 23),
+ * `approved` or `rejected` by the admin (`switchboard numbers texting`), `unregistered` without a campaign.
+ */
+export const textingRegistrations = ['unregistered', 'pending', 'approved', 'rejected'] as const;
+export type TextingRegistration = (typeof textingRegistrations)[number];
 
 /** The number as the API shows it. */
 export function numberJson(row: NumberRow) {
@@ -58,7 +62,7 @@ export function numberJson(row: NumberRow) {
     region: row.region,
     capabilities: row.capabilities,
     voiceLane: row.voice_lane,
-    textingRegistration: { status: textingRegistration(row), campaignId: row.texting_campaign_id },
+    textingRegistration: { status: row.texting_registration, campaignId: row.texting_campaign_id },
     emergencyAddress: row.emergency_address,
     routingPlanId: row.routing_plan_id,
     assignedAt: row.assigned_at?.toISOString() ?? null,
@@ -95,7 +99,7 @@ export async function numberUpdated(
         e164: row.e164,
         status: row.workspace_id === null ? 'available' : 'active',
         voiceLane: row.voice_lane,
-        textingRegistration: textingRegistration(row),
+        textingRegistration: row.texting_registration,
         workspaceId: row.workspace_id,
         routingPlanId: row.routing_plan_id,
         changes,
@@ -184,6 +188,7 @@ export async function updateNumber(
     name: string | null;
     voiceLane: NumberRow['voice_lane'];
     campaignId: string | null;
+    textingRegistration: TextingRegistration;
     emergencyAddress: EmergencyAddress | null;
     routingPlanId: string | null;
   },
@@ -191,7 +196,7 @@ export async function updateNumber(
   const result = await db.query<NumberRow>(
     `UPDATE phone_numbers SET name = $2, voice_lane = $3, texting_campaign_id = $4, emergency_address = $5,
                 routing_plan_id = $6, assigned_at = CASE WHEN $6::uuid IS NULL THEN NULL ELSE assigned_at END,
-                updated_at = clock_timestamp()
+                texting_registration = $7, updated_at = clock_timestamp()
           WHERE id = $1 RETURNING ${numberColumns}`,
     [
       id,
@@ -200,6 +205,7 @@ export async function updateNumber(
       next.campaignId,
       next.emergencyAddress === null ? null : JSON.stringify(next.emergencyAddress),
       next.routingPlanId,
+      next.textingRegistration,
     ],
   );
   return result.rows[0] as NumberRow;
@@ -209,7 +215,8 @@ export async function updateNumber(
 export async function releaseNumber(db: Queryable, id: string): Promise<NumberRow> {
   const result = await db.query<NumberRow>(
     `UPDATE phone_numbers SET workspace_id = NULL, name = NULL, voice_lane = 'service', texting_campaign_id = NULL,
-                emergency_address = NULL, claimed_at = NULL, updated_at = clock_timestamp()
+                texting_registration = 'unregistered', emergency_address = NULL, claimed_at = NULL,
+                updated_at = clock_timestamp()
           WHERE id = $1 RETURNING ${numberColumns}`,
     [id],
   );
@@ -311,4 +318,82 @@ export async function publishedPlanFor(db: Queryable, e164: string): Promise<Pub
     [e164],
   );
   return result.rows[0];
+}
+
+/** A number as texting sees it (docs/messaging.md): the number, its workspace, and whether it can text. */
+export interface TextingNumber {
+  number: NumberRow;
+  workspace: NumberWorkspace;
+  /** Its carrier has messaging settings (core/carriers/messaging.ts) and the number takes SMS. */
+  canText: boolean;
+  /** Only `approved` numbers send what a credential asks (operation 67); replies to keywords go out whatever. */
+  registration: TextingRegistration;
+}
+
+type TextingRow = NumberRow & { application_id: string; external_workspace_id: string; can_text: boolean };
+
+async function textingNumber(db: Queryable, where: string, params: unknown[]): Promise<TextingNumber | undefined> {
+  const result = await db.query<TextingRow>(
+    `SELECT n.*, w.application_id, w.external_workspace_id,
+            (c.messaging IS NOT NULL AND 'sms' = ANY (n.capabilities)) AS can_text
+       FROM (SELECT ${numberColumns} FROM phone_numbers WHERE ${where}) n
+       JOIN workspaces w ON w.id = n.workspace_id
+       LEFT JOIN carriers c ON c.name = n.carrier`,
+    params,
+  );
+  const row = result.rows[0];
+  if (row === undefined) return undefined;
+  const {
+    application_id: applicationId,
+    external_workspace_id: externalWorkspaceId,
+    can_text: canText,
+    ...number
+  } = row;
+  const workspace = { id: number.workspace_id as string, applicationId, externalWorkspaceId };
+  return { number, workspace, canText, registration: number.texting_registration };
+}
+
+/**
+ * The workspace's number a message is sent from (operation 67's `from`: its id or its E.164), and whether it can
+ * text; undefined when the workspace has no such number.
+ */
+export function senderOf(
+  db: Queryable,
+  workspaceId: string,
+  ref: { phoneNumberId: string } | { e164: string },
+): Promise<TextingNumber | undefined> {
+  if ('phoneNumberId' in ref) {
+    if (!isUuid(ref.phoneNumberId)) return Promise.resolve(undefined);
+    return textingNumber(db, 'id = $1 AND workspace_id = $2', [ref.phoneNumberId, workspaceId]);
+  }
+  return textingNumber(db, 'e164 = $1 AND workspace_id = $2', [ref.e164, workspaceId]);
+}
+
+/** The claimed number a carrier delivers a message to: only its own numbers (another carrier's are not its to feed). */
+export function inboundNumberOf(db: Queryable, carrier: string, e164: string): Promise<TextingNumber | undefined> {
+  return textingNumber(db, 'e164 = $1 AND carrier = $2 AND workspace_id IS NOT NULL', [e164, carrier]);
+}
+
+/** Why `switchboard numbers texting` refused a decision (a usage error). */
+export class TextingRegistrationError extends Error {}
+
+/**
+ * The admin's decision (`switchboard numbers texting`) on the campaign a workspace named for its claimed number, with
+ * `number.updated` when it changes anything. A number without a campaign has nothing to decide on. In a transaction.
+ */
+export async function decideTextingRegistration(db: Queryable, e164: string, decision: 'approved' | 'rejected') {
+  const found = await textingNumber(db, 'e164 = $1 AND workspace_id IS NOT NULL FOR UPDATE', [e164]);
+  if (found === undefined) throw new TextingRegistrationError(`no workspace has claimed ${e164}`);
+  if (found.number.texting_campaign_id === null) {
+    throw new TextingRegistrationError(`${e164} names no texting campaign: its workspace sets one (PATCH /numbers)`);
+  }
+  if (found.registration === decision) return found.number;
+  const updated = await db.query<NumberRow>(
+    `UPDATE phone_numbers SET texting_registration = $2, updated_at = clock_timestamp() WHERE id = $1
+     RETURNING ${numberColumns}`,
+    [found.number.id, decision],
+  );
+  const row = updated.rows[0] as NumberRow;
+  await numberUpdated(db, found.workspace, row, ['textingRegistration']);
+  return row;
 }

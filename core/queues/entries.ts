@@ -1,19 +1,17 @@
 /**
- * The `queue_entries` table and distribution (docs/contact-center.md, "Queue entries and distribution"). A call
- * waiting in a queue is an entry; `distribute` offers the first entry in line to the queue's next agent, decided in
- * one transaction under locks (the queue row `FOR UPDATE`, the entry and the agents `FOR UPDATE SKIP LOCKED`), so
- * however many engines distribute one queue, no entry is offered twice at once and no agent gets two calls. Every
- * change that matters to another process is announced on `switchboard_queue` (`QueueNotice`).
+ * The `queue_entries` table (docs/contact-center.md, "Queue entries and distribution"). A call waiting in a queue is
+ * an entry; distribution, which offers entries to agents under locks, is core/queues/distribution.ts. Every change
+ * that matters to another process is announced on `switchboard_queue` (`QueueNotice`).
  */
 import type pg from 'pg';
 import { type Static, Type } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { agentOf, agentsOfEntry, changeAgentState, offerableAgents, type PersonState } from '../agents/agent-states.ts';
+import { agentOf, agentsOfEntry, changeAgentState, type PersonState } from '../agents/agent-states.ts';
 import { callEnvelope, readCall } from '../calls/calls.ts';
 import { announce, parseNotice, queueChannel } from '../change-notices.ts';
-import { inTransaction, type Queryable } from '../database.ts';
+import { afterCommit, inTransaction, type Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
-import { lockQueue, queuesOfMember } from '../routing/queues.ts';
+import { queuesOfMember } from '../routing/queues.ts';
 
 export type EntryState = 'waiting' | 'offered' | 'connected' | 'abandoned' | 'overflowed' | 'callback';
 
@@ -32,7 +30,7 @@ export interface EntryRow {
   left_at: Date | null;
 }
 
-const columns = `id, queue_id, call_id, workspace_id, priority, state, engine_owner, callback_number, enqueued_at,
+export const entryColumns = `id, queue_id, call_id, workspace_id, priority, state, engine_owner, callback_number, enqueued_at,
   offered_at, connected_at, left_at`;
 
 const QueueNotice = Type.Object({
@@ -48,8 +46,25 @@ export function parseQueueNotice(payload: string): QueueNotice | undefined {
   return parseNotice(payload, queueNotice);
 }
 
-async function notify(db: Queryable, notice: QueueNotice): Promise<void> {
-  await announce(db, queueChannel, JSON.stringify(notice));
+/**
+ * A notice that the queue may be distributed (an entry came, went back in line or left; an agent may be free), sent
+ * once the transaction of `db` commits (`afterCommit`: the many transactions that free agents at once are not made to
+ * commit one at a time); one lost to a crash in between is made up by every engine's one-second sweep.
+ */
+export async function notify(db: Queryable, notice: QueueNotice): Promise<void> {
+  await afterCommit(db, (client) => announce(client, queueChannel, JSON.stringify(notice)));
+}
+
+/**
+ * Notices announced in the transaction of `db` (delivered at its commit, never lost apart from it), several in one
+ * statement: distribution's offers, which the engine holding each entry waits for to ring the agent.
+ */
+export async function notifyAll(db: Queryable, notices: readonly QueueNotice[]): Promise<void> {
+  if (notices.length === 0) return;
+  await db.query('SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload', [
+    queueChannel,
+    notices.map((notice) => JSON.stringify(notice)),
+  ]);
 }
 
 /** The `queue` object of `queue.entered` and `queue.left` (spec section 2). */
@@ -74,13 +89,13 @@ async function writeQueueEvent(db: Queryable, type: 'queue.entered' | 'queue.lef
 }
 
 async function lockedEntry(db: Queryable, id: string): Promise<EntryRow | undefined> {
-  const result = await db.query<EntryRow>(`SELECT ${columns} FROM queue_entries WHERE id = $1 FOR UPDATE`, [id]);
+  const result = await db.query<EntryRow>(`SELECT ${entryColumns} FROM queue_entries WHERE id = $1 FOR UPDATE`, [id]);
   return result.rows[0];
 }
 
 /** An entry as it is now. */
 export async function entryById(db: Queryable, id: string): Promise<EntryRow | undefined> {
-  const result = await db.query<EntryRow>(`SELECT ${columns} FROM queue_entries WHERE id = $1`, [id]);
+  const result = await db.query<EntryRow>(`SELECT ${entryColumns} FROM queue_entries WHERE id = $1`, [id]);
   return result.rows[0];
 }
 
@@ -97,59 +112,13 @@ export async function enterQueue(
     if (call === undefined || call.ended_at !== null) return undefined;
     const result = await db.query<EntryRow>(
       `INSERT INTO queue_entries (queue_id, call_id, workspace_id, priority, engine_owner)
-       VALUES ($1, $2, $3, $4, $5) RETURNING ${columns}`,
+       VALUES ($1, $2, $3, $4, $5) RETURNING ${entryColumns}`,
       [input.queueId, input.callId, call.workspace_id, input.priority ?? 0, input.engineOwner],
     );
     const entry = result.rows[0] as EntryRow;
     await writeQueueEvent(db, 'queue.entered', entry);
     await notify(db, { queueId: entry.queue_id, entryId: entry.id, kind: 'entered' });
     return entry;
-  });
-}
-
-export interface Distributed {
-  entry: EntryRow;
-  /** The agents offered the entry (one, or every available one for `ring_all`). */
-  memberIds: string[];
-}
-
-/**
- * Offers the first entry in line of the queue to its next agent (or, `ring_all`, to every available agent): the
- * entry `offered`, the agents `offered` (their events), announced. Undefined when no entry waits or no agent can be
- * offered one now.
- */
-export async function distribute(pool: pg.Pool, queueId: string): Promise<Distributed | undefined> {
-  return inTransaction(pool, async (db) => {
-    const queue = await lockQueue(db, queueId);
-    if (queue === undefined) return undefined;
-    const waiting = await db.query<EntryRow>(
-      `SELECT ${columns} FROM queue_entries
-        WHERE queue_id = $1 AND state IN ('waiting', 'callback') AND left_at IS NULL
-        ORDER BY priority DESC, enqueued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-      [queueId],
-    );
-    const first = waiting.rows[0];
-    if (first === undefined) return undefined;
-    const memberIds = await offerableAgents(
-      db,
-      { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
-      queue.strategy === 'ring_all' ? 50 : 1,
-    );
-    if (memberIds.length === 0) return undefined;
-    const updated = await db.query<EntryRow>(
-      `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp() WHERE id = $1 RETURNING ${columns}`,
-      [first.id],
-    );
-    for (const memberId of memberIds) {
-      await changeAgentState(db, queue.workspace_id, memberId, {
-        state: 'offered',
-        actor: 'system',
-        entryId: first.id,
-        offeredNow: true,
-      });
-    }
-    await notify(db, { queueId, entryId: first.id, kind: 'offered' });
-    return { entry: updated.rows[0] as EntryRow, memberIds };
   });
 }
 
@@ -166,7 +135,7 @@ export async function answerEntry(pool: pg.Pool, entryId: string, memberId: stri
     if (!agents.some((agent) => agent.member_id === memberId && agent.state === 'offered')) return false;
     const connected = await db.query<EntryRow>(
       `UPDATE queue_entries SET state = 'connected', connected_at = clock_timestamp(), left_at = clock_timestamp()
-        WHERE id = $1 RETURNING ${columns}`,
+        WHERE id = $1 RETURNING ${entryColumns}`,
       [entryId],
     );
     await writeQueueEvent(db, 'queue.left', connected.rows[0] as EntryRow);
@@ -253,7 +222,7 @@ export async function leaveQueue(
     if (entry === undefined || entry.left_at !== null) return;
     await releaseAgents(db, entry, false, limit);
     const left = await db.query<EntryRow>(
-      `UPDATE queue_entries SET state = $2, left_at = clock_timestamp() WHERE id = $1 RETURNING ${columns}`,
+      `UPDATE queue_entries SET state = $2, left_at = clock_timestamp() WHERE id = $1 RETURNING ${entryColumns}`,
       [entryId, state],
     );
     await writeQueueEvent(db, 'queue.left', left.rows[0] as EntryRow);

@@ -1,6 +1,7 @@
 /**
- * The live figures' reads of `queue_entries` (operation 81 and the Prometheus gauges; docs/contact-center.md, "Live
- * figures"). Its writes, and every other read, are in core/queues/entries.ts; no other module holds SQL for the table.
+ * The figures' reads of `queue_entries`: the live figures (operation 81 and the Prometheus gauges; docs/contact-
+ * center.md, "Live figures") and what a waiting caller is told (`entryPlace`: position and expected wait). Its
+ * writes, and every other read, are in core/queues/entries.ts; no other module holds SQL for the table.
  *
  * Each read is one statement on the table's partial indexes: `queue_entries_line` (the entries still in a queue,
  * `left_at IS NULL`) and `queue_entries_left` (those that left, by queue and time), so its cost follows the live
@@ -85,4 +86,49 @@ export async function queuesWithEntries(db: Queryable, limit: number): Promise<L
     [limit],
   );
   return result.rows;
+}
+
+/** How far back `entryPlace` counts the queue's answered entries. */
+export const answerRateWindowSecs = 900;
+
+/** Where an entry stands in its queue (a waiting caller's announcement). */
+export interface EntryPlace {
+  state: string;
+  /** 1 for the first in line: the entries still in the queue ahead of this one, plus one. */
+  position: number;
+  /** Entries of the queue connected to an agent in the last `answerRateWindowSecs`. */
+  answered_recently: number;
+}
+
+/**
+ * The entry's place in line: ahead of it are the queue's entries still in it (waiting, offered, or kept as callbacks)
+ * with a higher priority, or the same priority and an earlier `enqueued_at` (the order `distribute` takes them in).
+ * Undefined when there is no such entry. On the partial indexes `queue_entries_line` and `queue_entries_left`.
+ */
+export async function entryPlace(db: Queryable, entryId: string): Promise<EntryPlace | undefined> {
+  const result = await db.query<EntryPlace>(
+    `SELECT me.state,
+            (SELECT count(*)::int + 1 FROM queue_entries e
+              WHERE e.queue_id = me.queue_id AND e.left_at IS NULL AND e.id <> me.id
+                AND (e.priority > me.priority
+                     OR (e.priority = me.priority AND (e.enqueued_at, e.id) < (me.enqueued_at, me.id)))) AS position,
+            (SELECT count(*)::int FROM queue_entries e
+              WHERE e.queue_id = me.queue_id AND e.left_at IS NOT NULL
+                AND e.left_at > now() - make_interval(secs => $2) AND e.state = 'connected') AS answered_recently
+       FROM queue_entries me WHERE me.id = $1`,
+    [entryId, answerRateWindowSecs],
+  );
+  return result.rows[0];
+}
+
+/**
+ * The expected wait of the entry at `position`, in seconds, from the queue's recent answer rate: the queue answered
+ * `answeredRecently` callers in the last `answerRateWindowSecs`, so `position` callers take about
+ * `position × window ÷ answered` (the entries ahead are answered at that rate, then this one). Undefined when none
+ * was answered in the window: no estimate is better than a made-up one. The rate is what the agents managed, not
+ * what they could manage: after a quiet spell (few callers, so few answers) it overstates the wait.
+ */
+export function expectedWaitSecs(position: number, answeredRecently: number): number | undefined {
+  if (answeredRecently <= 0 || position <= 0) return undefined;
+  return Math.ceil((position * answerRateWindowSecs) / answeredRecently);
 }

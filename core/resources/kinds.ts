@@ -8,7 +8,7 @@
  */
 import { type Static, Type } from 'typebox';
 import { eventTypes } from '../events/types.ts';
-import { RoutingPlanDefinition } from '../routing/definition.ts';
+import { AudioPrompt, RoutingPlanDefinition } from '../routing/definition.ts';
 import { maxWebhookUrlLength } from '../webhooks/url.ts';
 
 const Uuid = (description: string) => Type.String({ format: 'uuid', description });
@@ -36,6 +36,20 @@ export const QueueMembers = Type.Array(Type.String({ format: 'uuid' }), {
   maxItems: 500,
   uniqueItems: true,
   description: 'Member ids of the workspace',
+});
+export const QueueHoldPrompt = Type.Union(AudioPrompt.anyOf, {
+  description: 'Played looped to waiting callers instead of the default hold music: text to speech or an audio file',
+});
+export const AnnouncePosition = Type.Boolean({
+  description: 'Whether waiting callers hear their position in line at every announcement (default false)',
+});
+export const AnnounceExpectedWait = Type.Boolean({
+  description: 'Whether waiting callers hear their expected wait at every announcement (default false)',
+});
+export const AnnounceIntervalSecs = Type.Integer({
+  minimum: 15,
+  maximum: 600,
+  description: 'Seconds between announcements to a waiting caller, 15 to 600 (default 60)',
 });
 
 // Webhook endpoints (operations 73-79).
@@ -86,6 +100,10 @@ export const QueueSpec = Type.Object(
     strategy: QueueStrategy,
     wrapUpSecs: WrapUpSecs,
     members: QueueMembers,
+    holdPrompt: Type.Optional(QueueHoldPrompt),
+    announcePosition: Type.Optional(AnnouncePosition),
+    announceExpectedWait: Type.Optional(AnnounceExpectedWait),
+    announceIntervalSecs: Type.Optional(AnnounceIntervalSecs),
   },
   { additionalProperties: false },
 );

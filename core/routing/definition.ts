@@ -135,17 +135,38 @@ export const RingStep = Type.Object(
 );
 export type RingStep = Static<typeof RingStep>;
 
+/** The priorities a queue step may give its callers. */
+export const minQueuePriority = -100;
+export const maxQueuePriority = 100;
+
 export const QueueStep = Type.Object(
   {
     type: Type.Literal('queue'),
     queueId: Id('The queue of the workspace the call waits in'),
-    maxWaitSecs: Seconds(10, 14400, 'Seconds a caller may wait'),
+    maxWaitSecs: Seconds(
+      10,
+      14400,
+      'Seconds a caller may wait (a callback entry too, counted from when the call entered)',
+    ),
     overflow: StepName('Next step after maxWaitSecs'),
     offerCallback: Type.Boolean({ description: 'Whether the caller is offered a callback instead of waiting' }),
+    priority: Type.Optional(
+      Type.Integer({
+        minimum: minQueuePriority,
+        maximum: maxQueuePriority,
+        description:
+          `The caller's priority in the queue, ${minQueuePriority} to ${maxQueuePriority} (default 0): a higher ` +
+          'priority is offered first, then the longest waiting',
+      }),
+    ),
   },
   { additionalProperties: false, description: 'Puts the call in a queue' },
 );
 export type QueueStep = Static<typeof QueueStep>;
+
+/** A prompt as a menu step's, for records that hold one (a queue's hold prompt). */
+export const AudioPrompt = Audio('Text to speech or an audio file');
+export type AudioPrompt = Static<typeof AudioPrompt>;
 
 export const AiAnswerStep = Type.Object(
   {

@@ -4,6 +4,7 @@
  */
 import type { Queryable } from '../database.ts';
 import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
+import type { AudioPrompt } from './definition.ts';
 
 export interface QueueRow {
   id: string;
@@ -12,13 +13,18 @@ export interface QueueRow {
   strategy: string;
   wrap_up_secs: number;
   member_ids: string[];
+  /** Played looped to waiting callers instead of the default hold music; null: the default music. */
+  hold_prompt: AudioPrompt | null;
+  announce_position: boolean;
+  announce_expected_wait: boolean;
+  announce_interval_secs: number;
   created_at: Date;
   updated_at: Date;
   cursor_ts: string;
 }
 
-const columns =
-  'id, workspace_id, name, strategy, wrap_up_secs, member_ids, created_at, updated_at, created_at::text AS cursor_ts';
+const columns = `id, workspace_id, name, strategy, wrap_up_secs, member_ids, hold_prompt, announce_position,
+  announce_expected_wait, announce_interval_secs, created_at, updated_at, created_at::text AS cursor_ts`;
 
 const queueTable = { table: 'queues', columns, name: 'queue' };
 
@@ -28,13 +34,39 @@ export interface QueueFields {
   wrapUpSecs: number;
   /** Lowercased member ids. */
   memberIds: string[];
+  /** Default null (the default hold music). */
+  holdPrompt?: AudioPrompt | null;
+  /** Default false. */
+  announcePosition?: boolean;
+  /** Default false. */
+  announceExpectedWait?: boolean;
+  /** 15 to 600; default 60. */
+  announceIntervalSecs?: number;
+}
+
+/** The announcement settings' defaults (a queue written without them). */
+export const queueDefaults = {
+  holdPrompt: null,
+  announcePosition: false,
+  announceExpectedWait: false,
+  announceIntervalSecs: 60,
+} as const;
+
+function settings(fields: QueueFields) {
+  return [
+    fields.holdPrompt === undefined || fields.holdPrompt === null ? null : JSON.stringify(fields.holdPrompt),
+    fields.announcePosition ?? queueDefaults.announcePosition,
+    fields.announceExpectedWait ?? queueDefaults.announceExpectedWait,
+    fields.announceIntervalSecs ?? queueDefaults.announceIntervalSecs,
+  ];
 }
 
 export async function createQueue(db: Queryable, workspaceId: string, fields: QueueFields): Promise<QueueRow> {
   const result = await db.query<QueueRow>(
-    `INSERT INTO queues (workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5)
-         RETURNING ${columns}`,
-    [workspaceId, fields.name, fields.strategy, fields.wrapUpSecs, fields.memberIds],
+    `INSERT INTO queues (workspace_id, name, strategy, wrap_up_secs, member_ids, hold_prompt, announce_position,
+                         announce_expected_wait, announce_interval_secs)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${columns}`,
+    [workspaceId, fields.name, fields.strategy, fields.wrapUpSecs, fields.memberIds, ...settings(fields)],
   );
   return result.rows[0] as QueueRow;
 }
@@ -48,19 +80,39 @@ export function queueById(db: Queryable, workspaceId: string, id: string, lock =
   return workspaceRow<QueueRow>(db, queueTable, id, workspaceId, lock);
 }
 
-/** Changes the fields given (null: kept); undefined when the workspace has no such queue. */
+/**
+ * Changes the fields given (null or undefined: kept; `holdPrompt` null clears it, undefined keeps it); undefined when
+ * the workspace has no such queue.
+ */
 export async function updateQueue(
   db: Queryable,
   workspaceId: string,
   id: string,
-  changes: { [K in keyof QueueFields]: QueueFields[K] | null },
+  changes: { [K in keyof QueueFields]?: QueueFields[K] | null },
 ): Promise<QueueRow | undefined> {
+  const prompt = changes.holdPrompt;
   const result = await db.query<QueueRow>(
     `UPDATE queues SET name = coalesce($3, name), strategy = coalesce($4, strategy),
                 wrap_up_secs = coalesce($5, wrap_up_secs), member_ids = coalesce($6, member_ids),
+                hold_prompt = CASE WHEN $7 THEN $8::jsonb ELSE hold_prompt END,
+                announce_position = coalesce($9, announce_position),
+                announce_expected_wait = coalesce($10, announce_expected_wait),
+                announce_interval_secs = coalesce($11, announce_interval_secs),
                 updated_at = clock_timestamp()
           WHERE id = $1 AND workspace_id = $2 RETURNING ${columns}`,
-    [id, workspaceId, changes.name, changes.strategy, changes.wrapUpSecs, changes.memberIds],
+    [
+      id,
+      workspaceId,
+      changes.name ?? null,
+      changes.strategy ?? null,
+      changes.wrapUpSecs ?? null,
+      changes.memberIds ?? null,
+      prompt !== undefined,
+      prompt === undefined || prompt === null ? null : JSON.stringify(prompt),
+      changes.announcePosition ?? null,
+      changes.announceExpectedWait ?? null,
+      changes.announceIntervalSecs ?? null,
+    ],
   );
   return result.rows[0];
 }
@@ -86,12 +138,20 @@ export async function recordQueue(
   fields: QueueFields,
 ): Promise<boolean> {
   const written = await db.query(
-    `INSERT INTO queues (id, workspace_id, name, strategy, wrap_up_secs, member_ids) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO queues (id, workspace_id, name, strategy, wrap_up_secs, member_ids, hold_prompt, announce_position,
+                         announce_expected_wait, announce_interval_secs)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (id) DO UPDATE SET name = excluded.name, strategy = excluded.strategy,
-              wrap_up_secs = excluded.wrap_up_secs, member_ids = excluded.member_ids, updated_at = clock_timestamp()
-        WHERE (queues.name, queues.strategy, queues.wrap_up_secs, queues.member_ids)
-              IS DISTINCT FROM (excluded.name, excluded.strategy, excluded.wrap_up_secs, excluded.member_ids)`,
-    [id, workspaceId, fields.name, fields.strategy, fields.wrapUpSecs, fields.memberIds],
+              wrap_up_secs = excluded.wrap_up_secs, member_ids = excluded.member_ids,
+              hold_prompt = excluded.hold_prompt, announce_position = excluded.announce_position,
+              announce_expected_wait = excluded.announce_expected_wait,
+              announce_interval_secs = excluded.announce_interval_secs, updated_at = clock_timestamp()
+        WHERE (queues.name, queues.strategy, queues.wrap_up_secs, queues.member_ids, queues.hold_prompt,
+               queues.announce_position, queues.announce_expected_wait, queues.announce_interval_secs)
+              IS DISTINCT FROM (excluded.name, excluded.strategy, excluded.wrap_up_secs, excluded.member_ids,
+               excluded.hold_prompt, excluded.announce_position, excluded.announce_expected_wait,
+               excluded.announce_interval_secs)`,
+    [id, workspaceId, fields.name, fields.strategy, fields.wrapUpSecs, fields.memberIds, ...settings(fields)],
   );
   return written.rowCount !== 0;
 }
@@ -111,12 +171,20 @@ export async function queueIdsIn(
   return result.rows;
 }
 
+/** What distribution needs of a queue (core/queues/distribution.ts). */
+export type LockedQueue = Pick<QueueRow, 'id' | 'workspace_id' | 'member_ids' | 'strategy'>;
+
 /**
  * The queue locked until commit (the reconciler's removal; distribution takes turns per queue,
- * core/queues/entries.ts); undefined if there is none.
+ * core/queues/distribution.ts); undefined if there is none. Only the columns distribution reads.
  */
-export async function lockQueue(db: Queryable, id: string): Promise<QueueRow | undefined> {
-  const result = await db.query<QueueRow>(`SELECT ${columns} FROM queues WHERE id = $1 FOR UPDATE`, [id]);
+export async function lockQueue(db: Queryable, id: string): Promise<LockedQueue | undefined> {
+  // NO KEY UPDATE: two distributions take turns, but a caller entering the queue (its entry's foreign key takes KEY
+  // SHARE on this row) neither waits for a distribution nor holds one up.
+  const result = await db.query<LockedQueue>(
+    'SELECT id, workspace_id, member_ids, strategy FROM queues WHERE id = $1 FOR NO KEY UPDATE',
+    [id],
+  );
   return result.rows[0];
 }
 

@@ -6,15 +6,20 @@
  * hangup. How a call arrives is not its business (admission.ts for an INVITE from a carrier).
  *
  * A queue's callback (queueing.ts) lets the caller's leg go while the call waits on, and later dials the caller back:
- * that leg is then the caller's (`caller` changes; a call without one plays nothing and its BYE goes nowhere).
+ * that leg is then the caller's (`caller` changes; a call without one plays nothing and its BYE goes nowhere). A
+ * transfer (transfer.ts) moves the caller on once the step's connection is over (`afterConnection`).
  */
 import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
 import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
+import type { FinishTransferCommand, SuperviseCommand, TransferCommand } from '../../core/calls/commands.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
 import { bridgeDialled, type Dialled, type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
-import { holdCaller } from './hold.ts';
+import { type AsideRound, type CallerMedia, connectionOf, holdSignal } from './connection.ts';
+import { promptAudio } from './prompt-audio.ts';
+import { Supervisions } from './supervision.ts';
+import { type TransferHost, transferQueueRequest, Transfers, transferRingMs } from './transfer.ts';
 import type { Leg } from './leg.ts';
 import { type QueueCall, waitInQueue } from './queueing.ts';
 import { type QueuedRound, ringRound, type RoundContext } from './ringing.ts';
@@ -41,6 +46,9 @@ export class Call implements CallControl {
   private releaseDialled: (() => void) | undefined;
   /** Run before the end is recorded (a queue's entry leaving). */
   private readonly endHooks: Array<() => Promise<void>> = [];
+  /** Transfers and supervisors' legs asked of the call (transfer.ts, supervision.ts). */
+  private readonly transfers: Transfers;
+  private readonly supervisions: Supervisions;
 
   constructor(
     readonly row: CallRow,
@@ -53,6 +61,19 @@ export class Call implements CallControl {
     private readonly onEnd: (call: Call) => void,
   ) {
     this.attach(firstLeg);
+    const host: TransferHost = {
+      callId: row.id,
+      gone: this.gone.signal,
+      callerMedia: () => this.caller?.media,
+      ringMember: (memberId, options) => this.ringWith([{ memberId }], transferRingMs, options),
+      dial: (e164, signal) => this.dial(e164, 'transfer', transferRingMs, signal),
+      offering: async () => void (await changeState(services.pool, row.id, 'offering')),
+      waitInQueue: async (queueId) => (await this.waitInQueue(transferQueueRequest(queueId))) === 'answered',
+      say: async (text) => void (await this.play({ tts: text })),
+      hangup: (reason) => this.hangup(reason),
+    };
+    this.transfers = new Transfers(services, host);
+    this.supervisions = new Supervisions(services, host);
   }
 
   /** `leg` is the caller's from now: its keys are the call's, its hangup ends the call. */
@@ -111,7 +132,7 @@ export class Call implements CallControl {
   async play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
     const caller = this.caller;
     if (this.ended || caller === undefined) return { key: undefined };
-    const pcm = await this.promptPcm(prompt);
+    const pcm = await promptAudio(this.services, this.row.id, prompt);
     const stop = new AbortController();
     const onGone = () => stop.abort();
     this.gone.signal.addEventListener('abort', onGone, { once: true });
@@ -141,17 +162,6 @@ export class Call implements CallControl {
       if (index !== -1) this.keys.splice(index, 1);
     }
     return { key: pressed };
-  }
-
-  /** The prompt's audio; one that cannot be produced is a second of silence, and the call goes on (docs/calls.md). */
-  private async promptPcm(prompt: Prompt): Promise<Int16Array> {
-    try {
-      return await this.services.prompts.pcm(prompt);
-    } catch (error) {
-      this.services.metrics.promptFailures.inc();
-      this.services.log.warn({ callId: this.row.id, err: error }, 'prompt could not be produced; silence');
-      return new Int16Array(8000);
-    }
   }
 
   key(timeoutMs: number): Promise<string | undefined> {
@@ -189,6 +199,7 @@ export class Call implements CallControl {
     await bridgeDialled(this.services, { callId: this.row.id, caller: this.media, gone: this.gone.signal }, dialled, {
       role: 'forward',
     });
+    await this.transfers.afterConnection();
     return true;
   }
 
@@ -212,10 +223,23 @@ export class Call implements CallControl {
    * either side hangs up (`answered`).
    */
   async ring(targets: readonly RingTarget[], timeoutMs: number, queued?: QueuedRound): Promise<RingOutcome> {
+    const outcome = await this.ringWith(targets, timeoutMs, queued === undefined ? {} : { queued });
+    // A queue's offer is the queue's: it moves on after its own end of the call (the agent's wrap-up).
+    if (outcome === 'answered' && queued === undefined) await this.transfers.afterConnection();
+    return outcome;
+  }
+
+  /** One round (see `ring`); `caller` and `aside` ring for a warm transfer's consultation, `gone` ends it early. */
+  private async ringWith(
+    targets: readonly RingTarget[],
+    timeoutMs: number,
+    options: { queued?: QueuedRound; caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
+  ): Promise<RingOutcome> {
     if (this.ended) return 'unanswered';
     this.ringSeq += 1;
+    const { queued, aside } = options;
     // The caller's media is read when the round needs it: a queue's callback has dialled the caller by then.
-    const media = () => this.media;
+    const media = () => options.caller ?? this.media;
     const round: RoundContext = {
       callId: this.row.id,
       workspaceId: this.row.workspace_id,
@@ -223,7 +247,7 @@ export class Call implements CallControl {
       get caller() {
         return media();
       },
-      gone: this.gone.signal,
+      gone: options.gone ?? this.gone.signal,
       dialCell: (to, ringMs, signal) => this.dial(to, 'cell', ringMs, signal),
       callerNumber: this.row.from_number,
       onOfferChange: (listener) => {
@@ -231,12 +255,19 @@ export class Call implements CallControl {
         return () => this.offerListeners.delete(listener);
       },
       ...(queued === undefined ? {} : { queued }),
+      ...(aside === undefined ? {} : { aside }),
     };
     return ringRound(this.services, round, targets, timeoutMs);
   }
 
   /** A `queue` step's wait (queueing.ts): answered and bridged, overflowed, or ended. */
   async queue(request: QueueStepRequest): Promise<QueueOutcome> {
+    const outcome = await this.waitInQueue(request);
+    if (outcome === 'answered') await this.transfers.afterConnection();
+    return outcome;
+  }
+
+  private async waitInQueue(request: QueueStepRequest): Promise<QueueOutcome> {
     if (this.ended) return 'ended';
     const queueCall: QueueCall = {
       callId: this.row.id,
@@ -283,7 +314,8 @@ export class Call implements CallControl {
     if (leg === undefined) return;
     // Not the caller's any more: their BYE during the goodbye, or crossing ours, does not end the call.
     this.caller = undefined;
-    if (goodbye !== undefined) await leg.media.play(await this.promptPcm({ tts: goodbye }), this.gone.signal);
+    if (goodbye !== undefined)
+      await leg.media.play(await promptAudio(this.services, this.row.id, { tts: goodbye }), this.gone.signal);
     await leg.bye(this.gone.signal);
     await this.closeLeg(leg);
   }
@@ -313,11 +345,23 @@ export class Call implements CallControl {
     await changeState(this.services.pool, this.row.id, state);
   }
 
-  /** Holds or resumes the caller's bridge (hold.ts); a call not bridged now has nothing to hold. */
+  /** Holds or resumes the caller's connection (connection.ts, its re-INVITEs); unbridged, there is nothing to hold. */
   hold(on: boolean): boolean {
-    const caller = this.caller;
-    if (this.ended || caller === undefined) return false;
-    return holdCaller(caller.media, on);
+    const connection = this.caller === undefined ? undefined : connectionOf(this.caller.media);
+    if (this.ended || connection === undefined) return false;
+    connection.hold(on, holdSignal(this.services, this.row.id, this.caller, 'sendonly'));
+    return true;
+  }
+
+  /** A transfer, or the end of a warm one (transfer.ts); nothing while the call is not connected to a party. */
+  async transfer(command: TransferCommand | FinishTransferCommand): Promise<void> {
+    if (this.ended) return;
+    await (command.action === 'transfer' ? this.transfers.start(command) : this.transfers.finish(command));
+  }
+
+  /** A supervisor's leg, or its new mode (supervision.ts); nothing while the call is not connected to a party. */
+  async supervise(command: SuperviseCommand): Promise<void> {
+    if (!this.ended) await this.supervisions.supervise(command);
   }
 
   note(what: 'step_unavailable', detail: string): void {
@@ -339,7 +383,6 @@ export class Call implements CallControl {
     this.ended = true;
     this.gone.abort();
     const leg = this.caller;
-    // The media stops at once; the records follow.
     const closed = leg === undefined ? Promise.resolve() : this.closeLeg(leg);
     this.onEnd(this);
     // A failure to record the answer is the run's to report; the end is recorded either way.

@@ -18,6 +18,13 @@ export async function dispatchCallCommand(calls: ActiveCalls, command: CallComma
       // request applies it once the call is bridged.
       call.hold(command.hold);
       return true;
+    case 'transfer':
+    case 'finish_transfer':
+      await call.transfer(command);
+      return true;
+    case 'supervise':
+      await call.supervise(command);
+      return true;
     default: {
       // A member of CallCommand without its case here fails the compiler.
       const unhandled: never = command;

@@ -23,6 +23,8 @@ export interface QueueStepRequest {
   queueId: string;
   maxWaitMs: number;
   offerCallback: boolean;
+  /** The entry's priority in the queue (the step's, default 0). */
+  priority: number;
 }
 
 /**

@@ -7,16 +7,17 @@
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
 import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
 import { openSecret } from '../../core/sealing.ts';
-import { bridgeCaller } from './hold.ts';
-import { MediaEndpoint as Media, type MediaEndpoint } from '../media/rtp.ts';
+import { MediaEndpoint as Media } from '../media/rtp.ts';
+import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
+import { holdSignal } from './hold-signal.ts';
 import { cancelInvite, makeInvite } from './invite.ts';
 import { farEndHungUp } from './leg.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
 
 /** What a dialled leg is to its call (its `call_legs.role`). */
-export type DialRole = 'forward' | 'cell' | 'callback';
+export type DialRole = 'forward' | 'cell' | 'callback' | 'transfer';
 
 export interface DialOut {
   /** The call dialling out (its record). */
@@ -46,13 +47,47 @@ export interface Dialled {
 }
 
 /**
- * Dials `to` through the carrier and resolves once answered (the leg recorded `answered`). Not answered within
- * `timeoutMs`, refused, the call gone meanwhile, or impossible (no carrier, a carrier named only by a CIDR range):
- * undefined.
+ * Dials `to` through the carrier for a call's leg and resolves once answered (the leg recorded `answered`). Not
+ * answered within `timeoutMs`, refused, the call gone meanwhile, or impossible (no carrier, a carrier named only by a
+ * CIDR range): undefined.
  */
-export async function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
-  const { signal, role, to } = request;
-  const what = `${role} to ${to}`;
+export function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
+  const { pool } = services;
+  const forward = request.role === 'forward';
+  return dialThroughCarrier(services, request, {
+    what: `${request.role} to ${request.to}`,
+    dialling: forward ? () => changeState(pool, request.callId, 'offering') : undefined,
+    notDialled: forward ? () => changeState(pool, request.callId, 'routing') : undefined,
+    leg: (sipCallId, remote) => addLeg(pool, request.callId, { role: request.role, remote, sipCallId }),
+    legState: (legId, state) => setLegState(pool, legId, state),
+  });
+}
+
+/** A dial-out as its owner records it: a call's leg (`dialOut`), or a verification's call (engine/verifications/). */
+export interface DialRecord {
+  /** What is dialled, for the reasons given to `unavailable`. */
+  what: string;
+  /** Once a media port is open, before the INVITE is made. */
+  dialling?: (() => Promise<unknown>) | undefined;
+  /** The INVITE could not be made after `dialling` (the carrier's password cannot be opened). */
+  notDialled?: (() => Promise<unknown>) | undefined;
+  /** Records the leg before the INVITE goes; its id is the leg's. */
+  leg(sipCallId: string, remote: string): Promise<string>;
+  legState(legId: string, state: 'answered' | 'ended'): Promise<unknown>;
+}
+
+/**
+ * Dials `to` through the carrier, with its digest account when it has one, and resolves once answered, the leg
+ * recorded as `record` records it. Not answered within `timeoutMs`, refused, `signal` aborted meanwhile, or
+ * impossible (no carrier, a carrier named only by a CIDR range): undefined.
+ */
+export async function dialThroughCarrier(
+  services: CallServices,
+  request: Pick<DialOut, 'from' | 'carrierName' | 'to' | 'timeoutMs' | 'signal' | 'unavailable'>,
+  record: DialRecord,
+): Promise<Dialled | undefined> {
+  const { signal, to } = request;
+  const { what } = record;
   const carrier = await services.carriers.byName(request.carrierName);
   if (carrier === undefined || carrier.address.includes('/')) {
     request.unavailable(`${what}: carrier "${request.carrierName}" has no address to dial out to`);
@@ -70,7 +105,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     request.unavailable(`${what}: no media port free`);
     return undefined;
   }
-  if (role === 'forward') await changeState(services.pool, request.callId, 'offering');
+  await record.dialling?.();
   const { core, message } = makeInvite(services, carrier.transport, { target, from, to: target }, media);
   // A carrier with an account challenges our INVITE (401 or 407); sip.js answers once with the account.
   let stopSigning = () => {};
@@ -81,7 +116,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     } catch {
       media.close();
       request.unavailable(`${what}: carrier "${carrier.name}"'s password cannot be opened`);
-      if (role === 'forward') await changeState(services.pool, request.callId, 'routing');
+      await record.notDialled?.();
       return undefined;
     }
     stopSigning = services.sip.signRequests(message.callId, { username: carrier.username, password });
@@ -89,11 +124,7 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
   // The account stays with the answered leg (its BYE may be challenged too) until the call releases it.
   let handedOver = false;
   try {
-    const legId = await addLeg(services.pool, request.callId, {
-      role,
-      remote: `${to} via ${carrier.name}`,
-      sipCallId: message.callId,
-    });
+    const legId = await record.leg(message.callId, `${to} via ${carrier.name}`);
     const answered = await new Promise<Session | undefined>((resolve) => {
       let settled = false;
       const settle = (session: Session | undefined) => {
@@ -134,11 +165,11 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
     });
     if (answered === undefined || signal.aborted) {
       media.close();
-      await setLegState(services.pool, legId, 'ended');
+      await record.legState(legId, 'ended');
       if (answered !== undefined) answered.bye();
       return undefined;
     }
-    await setLegState(services.pool, legId, 'answered');
+    await record.legState(legId, 'answered');
     handedOver = true;
     return { leg: new CarrierLeg(legId, answered, media), release: stopSigning };
   } finally {
@@ -153,19 +184,21 @@ export async function dialOut(services: CallServices, request: DialOut): Promise
  */
 export async function bridgeDialled(
   services: CallServices,
-  call: { callId: string; caller: MediaEndpoint; gone: AbortSignal },
+  call: { callId: string; caller: CallerMedia; gone: AbortSignal; aside?: AsideRound | undefined },
   dialled: Dialled,
   connectedLeg: Omit<ConnectedLeg, 'id'>,
 ): Promise<void> {
   const { pool, metrics } = services;
   const { leg } = dialled;
   try {
-    await changeState(pool, call.callId, 'connected', { connectedLeg: { id: leg.id, ...connectedLeg } });
-    const unbridge = bridgeCaller(call.caller, leg.media);
-    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call). Our BYE goes at
-    // once (the far end has acknowledged its answer); a far end that hung up at the same time is no error.
-    if (!(await farEndHungUp(leg, call.gone))) void leg.bye();
-    unbridge();
+    const connection = bridgeCaller(call.caller, leg.media, holdSignal(services, call.callId, leg, 'inactive'));
+    const farEnd = farEndHungUp(leg, connection.until(call.gone));
+    await reportConnected(services.pool, call, { id: leg.id, ...connectedLeg }, connection);
+    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call), or a transfer
+    // releasing the far end. Our BYE goes at once (the far end has acknowledged its answer); a far end that hung up
+    // at the same time is no error.
+    if (!(await farEnd)) void leg.bye();
+    connection.end();
     const stats = leg.media.stats;
     metrics.countRtp(stats);
     leg.media.close();

@@ -9,12 +9,30 @@
  *   answer); a dialled leg exists only once the far end answered.
  * - media: its endpoint, where audio and DTMF come and go (prompts, recording, bridging): an RTP endpoint by default,
  *   a WebRTC endpoint for a browser leg (audio only; the two have the audio shape `bridge` joins).
- * - hold: the far end's hold, resume or new address is the leg's own business (a carrier leg answers the re-INVITE
- *   with the same media); the call goes on.
+ * - hold: the far end's hold, resume or new address is the leg's own business (a SIP leg answers the re-INVITE with
+ *   the same media); the call goes on. Ours, where the leg's signalling has one (`hold`: a SIP dialog's re-INVITE; a
+ *   browser leg has none), is asked by the caller's connection (connection.ts, hold-signal.ts).
  * - bye: our side ends the leg; `onHangup` hears the far end's.
  */
 import type { BridgeEndpoint } from '../media/bridge.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
+
+/**
+ * What our re-INVITE asks of a far end we hold (RFC 3264 section 8.4): `sendonly` (we go on sending, the hold music;
+ * it need not send), `inactive` (neither sends), or `sendrecv` to resume.
+ */
+export type HoldDirection = 'sendonly' | 'inactive' | 'sendrecv';
+
+/** A hold or resume the far end did not take: refused (a final answer of 300 or more), no answer, or not sent. */
+export class HoldFailure extends Error {
+  constructor(
+    readonly result: 'refused' | 'timeout' | 'unsent',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HoldFailure';
+  }
+}
 
 export interface Leg<Media extends BridgeEndpoint = MediaEndpoint> {
   /** Its record (call_legs). */
@@ -30,6 +48,12 @@ export interface Leg<Media extends BridgeEndpoint = MediaEndpoint> {
    * ended otherwise while the BYE had to wait).
    */
   bye(signal?: AbortSignal): Promise<void>;
+  /**
+   * Tells the far end of our hold or resume (`direction`). Resolves true once it accepted, false when nothing had to
+   * be sent (it knows already, or the leg is over); rejects with a `HoldFailure`. The media is not this method's:
+   * the connection holds it whatever the far end answers.
+   */
+  hold?(direction: HoldDirection): Promise<boolean>;
 }
 
 /**

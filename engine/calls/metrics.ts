@@ -1,7 +1,7 @@
 /**
  * The call engine's Prometheus metrics: active calls, calls by end reason, SIP messages by direction and method or
  * status, input that was not SIP, SIP transactions in progress, RTP packets and losses, steps not built yet, prompts
- * that could not be played.
+ * that could not be played, re-INVITEs of a hold or resume by result.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { MediaStats } from '../media/rtp.ts';
@@ -18,6 +18,7 @@ export class CallMetrics {
   private readonly rtpLost: Counter;
   readonly stepsUnavailable: Counter;
   readonly promptFailures: Counter;
+  readonly holdReinvites: Counter<'result'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -67,6 +68,14 @@ export class CallMetrics {
     this.promptFailures = new Counter({
       name: 'switchboard_calls_prompt_failures_total',
       help: 'Prompts that could not be produced during a call (silence played instead)',
+      registers,
+    });
+    this.holdReinvites = new Counter({
+      name: 'switchboard_sip_hold_reinvites_total',
+      help:
+        'Re-INVITEs telling a SIP party of a hold or resume, by result: answered, refused (a final answer of 300 or ' +
+        'more, or 491 twice), timeout (no final answer), unsent (the dialog could not take one)',
+      labelNames: ['result'],
       registers,
     });
   }

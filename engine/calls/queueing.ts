@@ -1,7 +1,8 @@
 /**
  * A caller waiting in a queue (the `queue` step; docs/contact-center.md, "Queue entries and distribution"). The call
- * goes `queued` and its entry is made (`enterQueue`, held by this engine); the caller hears hold music
- * (media/hold-music.ts) until one of:
+ * goes `queued` and its entry is made (`enterQueue`, held by this engine, with the step's priority); the caller hears
+ * the queue's hold prompt looped, or the default hold music (media/hold-music.ts) until the prompt is ready or when
+ * it cannot be made, until one of:
  *
  * - an agent answers: distribution (any engine's, engine/queue-distributor.ts) offers the entry to an agent, this
  *   engine hears it (the distributor's watch) and rings the agent's devices as a `ring` round does
@@ -15,10 +16,17 @@
  *   recorded (`queue.left` comes before `call.ended`).
  * - `offerCallback`: every `callbackPromptMs` the caller hears `callbackPrompt`; pressing `callbackKey` makes the
  *   entry `callback` (its place kept, the caller's number on it), the caller hears a goodbye and is hung up, and the
- *   call waits on without them (no `maxWaitMs` any more). When the entry reaches an agent, the agent's devices ring
- *   first; once one answers, the caller is dialled through the number's carrier and bridged to the agent. A caller
- *   who does not answer: the agent is released (no missed offer) and the entry goes back in line; after
- *   `callbackAttempts` such tries it leaves `abandoned` and the call ends (`callback_unanswered`).
+ *   call waits on without them. When the entry reaches an agent, the agent's devices ring first; once one answers,
+ *   the caller is dialled through the number's carrier and bridged to the agent. A caller who does not answer: the
+ *   agent is released (no missed offer) and the entry goes back in line; after `callbackAttempts` such tries it
+ *   leaves `abandoned` and the call ends (`callback_unanswered`). `maxWaitMs` still counts from the call's entering:
+ *   once it passes (after any offer ringing then), the entry leaves `abandoned` and the call ends
+ *   (`callback_expired`).
+ *
+ * A queue with `announce_position` or `announce_expected_wait`: `firstAnnouncementMs` after entering, then every
+ * `announce_interval_secs`, the caller hears their position and/or expected wait (queue-announcements.ts), spoken
+ * as the callback offer is: between offers, never into one ringing, the hold audio stopped meanwhile and started
+ * again after.
  */
 import { agentsOffered, missedOffersLimit } from '../../core/agents/agent-states.ts';
 import { changeState } from '../../core/calls/calls.ts';
@@ -32,14 +40,17 @@ import {
   releaseEntry,
   requestCallback,
 } from '../../core/queues/entries.ts';
+import { entryPlace } from '../../core/queues/figures.ts';
 import { queueById, type QueueRow } from '../../core/routing/queues.ts';
 import type { RingTarget } from '../../core/routing/definition.ts';
+import { e164Regex } from '../../core/routing/validate-schema.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
 import type { QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
 import { playLooped } from './hold.ts';
+import { announcementText, firstAnnouncementMs } from './queue-announcements.ts';
 import type { QueuedRound } from './ringing.ts';
-import type { CallServices } from './services.ts';
+import type { CallServices, EntryOffer } from './services.ts';
 
 /** How long a queue's offer rings the agent's devices before it counts as missed. */
 export const queueOfferMs = 15_000;
@@ -91,13 +102,14 @@ export async function waitInQueue(services: CallServices, call: QueueCall, step:
     callId: call.callId,
     queueId: queue.id,
     engineOwner: services.owner,
+    priority: step.priority,
   });
   if (entry === undefined) return 'ended';
   return new QueueWait(services, call, step, queue, entry).run();
 }
 
-type Event = 'gone' | 'deadline' | 'changed' | 'key' | 'prompt';
-const priority: readonly Event[] = ['gone', 'deadline', 'changed', 'key', 'prompt'];
+type Event = 'gone' | 'deadline' | 'changed' | 'key' | 'prompt' | 'place';
+const priority: readonly Event[] = ['gone', 'deadline', 'changed', 'key', 'prompt', 'place'];
 
 class QueueWait {
   private readonly pending = new Set<Event>();
@@ -108,12 +120,16 @@ class QueueWait {
   private offerDeadline: (() => void) | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   private hold: AbortController | undefined;
+  /** What the caller hears while waiting: the queue's hold prompt once it is made, the default music until then. */
+  private holdAudio = holdMusicLoop();
   private callback = false;
   private keyDeferred = false;
   private failedCallbacks = 0;
   /** Set when the offer's claim dialled the caller back and got no answer. */
   private dialFailed = false;
   private answeredBy: string | undefined;
+  /** An offer this engine's distribution just made, handed over by the watch (nothing read since). */
+  private offered: EntryOffer | undefined;
 
   constructor(
     private readonly services: CallServices,
@@ -152,12 +168,16 @@ class QueueWait {
     });
     const onGone = () => this.add('gone');
     call.gone.addEventListener('abort', onGone, { once: true });
-    const unwatch = this.services.queues.watch(entry.id, entry.queue_id, () => {
+    const unwatch = this.services.queues.watch(entry.id, entry.queue_id, (offered) => {
+      // Only the latest word counts: a notice after a handed-over offer (it may withdraw it) means reading again.
+      this.offered = offered;
       if (this.offerCheck !== undefined) this.offerCheck();
       else this.add('changed');
     });
+    // A callback needs a number to dial: a withheld or undialable caller id (the SIP From, outside input) just waits.
+    const offerCallback = this.step.offerCallback && e164Regex.test(call.fromNumber);
     const stopKeys = call.onDtmf((digit) => {
-      if (digit === callbackKey && this.step.offerCallback && !this.callback) this.add('key');
+      if (digit === callbackKey && offerCallback && !this.callback) this.add('key');
     });
     this.timers.push(
       setTimeout(() => {
@@ -165,11 +185,21 @@ class QueueWait {
         this.offerDeadline?.();
       }, this.step.maxWaitMs),
     );
-    if (this.step.offerCallback) {
+    if (offerCallback) {
       // Made ahead (TTS takes a moment the first time), so that they play on time.
       for (const tts of [callbackPrompt, callbackGoodbye]) void this.services.prompts.pcm({ tts }).catch(() => {});
       this.timers.push(setInterval(() => this.add('prompt'), callbackPromptMs));
     }
+    if (this.queue.announce_position || this.queue.announce_expected_wait) {
+      const every = this.queue.announce_interval_secs * 1000;
+      this.timers.push(
+        setTimeout(() => {
+          this.add('place');
+          this.timers.push(setInterval(() => this.add('place'), every));
+        }, firstAnnouncementMs),
+      );
+    }
+    this.loadHoldPrompt();
     this.startHold();
     // Distribution may have offered the entry before the watch was set.
     this.add('changed');
@@ -177,11 +207,14 @@ class QueueWait {
       for (;;) {
         const event = await this.next();
         if (event === 'gone' || call.gone.aborted) return 'ended';
-        if (event === 'deadline' && !this.callback) {
-          await leaveQueue(pool, entry.id, 'overflowed', missedOffersLimit);
-          return 'overflowed';
+        if (event === 'deadline') {
+          await leaveQueue(pool, entry.id, this.callback ? 'abandoned' : 'overflowed', missedOffersLimit);
+          if (!this.callback) return 'overflowed';
+          await call.hangup('callback_expired');
+          return 'ended';
         }
         if (event === 'prompt' && !this.callback) await this.announce();
+        if (event === 'place' && !this.callback) await this.announcePlace();
         if (event === 'key') await this.takeCallback();
         if (event === 'changed') {
           const outcome = await this.changed();
@@ -201,7 +234,27 @@ class QueueWait {
     if (this.hold !== undefined || this.callback || this.call.gone.aborted) return;
     const stop = new AbortController();
     this.hold = stop;
-    playLooped(this.call.caller(), holdMusicLoop(), stop.signal);
+    playLooped(this.call.caller(), this.holdAudio, stop.signal);
+  }
+
+  /** The queue's hold prompt, made (TTS) or fetched while the default music plays, then played instead of it. */
+  private loadHoldPrompt(): void {
+    if (this.queue.hold_prompt === null) return;
+    this.services.prompts.pcm(this.queue.hold_prompt).then(
+      (pcm) => {
+        if (pcm.length === 0) return;
+        this.holdAudio = pcm;
+        if (this.hold === undefined) return;
+        this.stopHold();
+        this.startHold();
+      },
+      // The default music plays on.
+      (error: unknown) =>
+        this.services.log.warn(
+          { queueId: this.queue.id, error: error instanceof Error ? error.message : String(error) },
+          "the queue's hold prompt could not be made: the default hold music plays",
+        ),
+    );
   }
 
   private stopHold(): void {
@@ -212,6 +265,17 @@ class QueueWait {
   private async announce(): Promise<void> {
     this.stopHold();
     await this.call.say(callbackPrompt);
+    this.startHold();
+  }
+
+  /** The caller's position and/or expected wait, while the entry waits in line (not while it is offered). */
+  private async announcePlace(): Promise<void> {
+    const place = await entryPlace(this.services.pool, this.entry.id).catch(() => undefined);
+    if (place?.state !== 'waiting') return;
+    const text = announcementText(this.queue, place.position, place.answered_recently);
+    if (text === undefined) return;
+    this.stopHold();
+    await this.call.say(text);
     this.startHold();
   }
 
@@ -229,6 +293,9 @@ class QueueWait {
 
   /** The entry may have changed: an offer to ring, or it left. */
   private async changed(): Promise<QueueOutcome | undefined> {
+    const offered = this.offered;
+    this.offered = undefined;
+    if (offered !== undefined) return this.offer(offered.offeredAt, [...offered.memberIds]);
     const now = await entryById(this.services.pool, this.entry.id);
     // Left without this wait's doing (not by an answer here: that returned already): the plan goes on.
     if (now === undefined || now.left_at !== null) return 'overflowed';

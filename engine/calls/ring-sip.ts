@@ -13,12 +13,13 @@
  * as a browser's hangup does), then the device is free again.
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
-import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
+import { addLeg, setLegState } from '../../core/calls/calls.ts';
 import { systemClock } from '../../core/clock.ts';
 import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
 import type { RingMode } from '../../core/routing/definition.ts';
-import { bridgeCaller } from './hold.ts';
+import { bridgeCaller, reportConnected } from './connection.ts';
+import { holdSignal } from './hold-signal.ts';
 import { mutedUntilKey } from '../media/muted-until-key.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
@@ -64,6 +65,12 @@ export interface SipRinging {
   stop(): void;
 }
 
+/** A round over before it waited for an answer: what still rings is cancelled, a phone that answered hung up. */
+export function abandonRinging(sip: SipRinging): void {
+  sip.stop();
+  void sip.answered.then((answer) => answer?.hangup());
+}
+
 /** The live bindings of the people's ringable `sip` devices, at the engine's time. */
 export async function sipRingTargets(
   services: CallServices,
@@ -72,11 +79,9 @@ export async function sipRingTargets(
 ): Promise<SipRingTarget[]> {
   const devices = await ringableSipDevices(services.pool, workspaceId, people);
   const now = (services.clock ?? systemClock).now();
-  const targets: SipRingTarget[] = [];
-  for (const device of devices) {
-    for (const binding of await liveSipBindings(services.pool, device.id, now)) targets.push({ device, binding });
-  }
-  return targets;
+  // Each device's bindings read at once: a queue's offer waits for these before its INVITEs.
+  const bindings = await Promise.all(devices.map((device) => liveSipBindings(services.pool, device.id, now)));
+  return devices.flatMap((device, index) => (bindings[index] ?? []).map((binding) => ({ device, binding })));
 }
 
 /** The caller's number as a SIP user part (anything else is `anonymous`). */
@@ -213,22 +218,24 @@ export async function connectSipDevice(
       sipCallId: answer.sipCallId,
     });
     leg = answer.leg(legId);
-    // Listening from now: the phone may hang up while the call is recorded connected.
-    const farEnd = farEndHungUp(leg, round.gone);
-    await setLegState(pool, legId, 'answered');
-    await changeState(pool, round.callId, 'connected', {
-      connectedLeg: {
-        id: legId,
-        role: 'device',
-        memberId: device.member_id,
-        externalUserId: device.external_user_id,
-      },
-    });
     // `muted`: the phone's audio is held back until its person presses a key (muted-until-key.ts).
     const phone = answer.mode === 'muted' ? mutedUntilKey(leg.media) : undefined;
-    const unbridge = bridgeCaller(round.caller, phone ?? leg.media);
+    const connection = bridgeCaller(
+      round.caller,
+      phone ?? leg.media,
+      holdSignal(services, round.callId, leg, 'inactive'),
+    );
+    // Listening from now: the phone may hang up while the call is recorded connected.
+    const farEnd = farEndHungUp(leg, connection.until(round.gone));
+    await setLegState(pool, legId, 'answered');
+    await reportConnected(
+      services.pool,
+      round,
+      { id: legId, role: 'device', memberId: device.member_id, externalUserId: device.external_user_id },
+      connection,
+    );
     const hungUp = await farEnd;
-    unbridge();
+    connection.end();
     phone?.close();
     if (!hungUp) await leg.bye();
     const stats = leg.media.stats;

@@ -22,15 +22,15 @@ import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
 import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
-import { bridgeCaller, playLooped } from './hold.ts';
+import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
+import { playLooped } from './hold.ts';
 import { ringbackCadence } from '../media/ringback.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
 import { WebRtcEndpoint } from '../media/webrtc.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
 import { farEndHungUp } from './leg.ts';
 import { BrowserLeg } from './legs/browser.ts';
-import { connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
+import { abandonRinging, connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
 import type { CallServices } from './services.ts';
 
 /** How long an answering device has to bring ICE and DTLS up once its answer is taken. */
@@ -41,7 +41,7 @@ export interface RoundContext {
   workspaceId: string;
   ringSeq: number;
   /** The caller's media: hears ringback, then is bridged to the answering device. */
-  caller: MediaEndpoint;
+  caller: CallerMedia;
   /** Aborts when the call ends (the caller hung up, a command, shutdown). */
   gone: AbortSignal;
   /**
@@ -55,6 +55,8 @@ export interface RoundContext {
   callerNumber?: string;
   /** Set for a queue's offer (queueing.ts): what differs from a `ring` step's round. */
   queued?: QueuedRound;
+  /** Set for a round beside the call's own connection (a warm transfer's consultation, a supervisor's leg). */
+  aside?: AsideRound;
 }
 
 /** A round that rings a queue entry's offered agents (queueing.ts, docs/contact-center.md). */
@@ -87,11 +89,15 @@ export async function ringRound(
     memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
     userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
   };
-  const devices = people.length === 0 ? [] : await ringableDevices(pool, round.workspaceId, ids);
-  // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers.
-  const sipTargets = (people.length === 0 ? [] : await sipRingTargets(services, round.workspaceId, ids)).map(
-    (target) => ({ ...target, mode: modeFor(target.device, people) }),
-  );
+  // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers; both read at once.
+  const [devices, sipFound] =
+    people.length === 0
+      ? [[], []]
+      : await Promise.all([
+          ringableDevices(pool, round.workspaceId, ids),
+          sipRingTargets(services, round.workspaceId, ids),
+        ]);
+  const sipTargets = sipFound.map((target) => ({ ...target, mode: modeFor(target.device, people) }));
   if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
     return 'unanswered';
   }
@@ -144,7 +150,10 @@ export async function ringRound(
     }
     if (made.offers.length === 0 && cells.length === 0 && sipTargets.length === 0) return 'unanswered';
     const owners = new Map(devices.map((device) => [device.id, device]));
-    const ringing = await changeState(pool, round.callId, 'offering', {
+    // The phones' INVITEs go out while `call.ringing` is written (a transaction of several statements): an answer is
+    // acted on only once the round waits below, after the write, so `call.connected` still follows `call.ringing`.
+    const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
+    const ringing = await changeState(pool, round.callId, round.aside === undefined ? 'offering' : 'connected', {
       ringing: {
         ringSeq: round.ringSeq,
         ...ownersOf([
@@ -154,14 +163,18 @@ export async function ringRound(
         offerId: made.offers[0]?.id ?? null,
         expiresAt,
       },
+    }).catch((error: unknown) => {
+      abandonRinging(sip);
+      throw error;
     });
-    if (ringing === undefined) return 'unanswered';
+    if (ringing === undefined) {
+      abandonRinging(sip);
+      return 'unanswered';
+    }
 
-    const ringback = new AbortController();
-    // Ringback to the caller, cadence after cadence, until the round is decided.
+    const ringback = new AbortController(); // the caller's ringback (or queue audio) until the round is decided
     if (round.queued === undefined) playLooped(round.caller, ringbackCadence(), ringback.signal);
     else round.queued.waitAudio(ringback.signal);
-    const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
     const answer = await new Promise<Answer>((resolve) => {
       let settled = false;
       const settle = (found: Answer) => {
@@ -256,11 +269,12 @@ export async function ringRound(
         await hangUpDialled(services, answer.cell);
         return 'unanswered';
       }
-      await bridgeDialled(services, { callId: round.callId, caller: round.caller, gone: round.gone }, answer.cell, {
-        role: 'cell',
-        memberId: null,
-        externalUserId: null,
-      });
+      await bridgeDialled(
+        services,
+        { callId: round.callId, caller: round.caller, gone: round.gone, aside: round.aside },
+        answer.cell,
+        { role: 'cell', memberId: null, externalUserId: null },
+      );
       return 'answered';
     }
     if (accepted === undefined) {
@@ -360,18 +374,21 @@ async function connect(
       return 'unanswered';
     }
     await setLegState(pool, legId, 'answered');
-    await changeState(pool, round.callId, 'connected', {
-      connectedLeg: {
+    const connection = bridgeCaller(round.caller, endpoint);
+    await reportConnected(
+      services.pool,
+      round,
+      {
         id: legId,
         role: 'browser',
         memberId: device?.member_id ?? null,
         externalUserId: device?.external_user_id ?? null,
       },
-    });
-    const unbridge = bridgeCaller(round.caller, endpoint);
+      connection,
+    );
     // A browser that went away while connecting has ended already: its hangup was heard before anyone listened.
-    if (!leg.ended) await farEndHungUp(leg, round.gone);
-    unbridge();
+    if (!leg.ended) await farEndHungUp(leg, connection.until(round.gone));
+    connection.end();
     await leg.bye();
     const stats = endpoint.stats;
     await setLegState(pool, legId, 'ended', { in: stats.framesIn, out: stats.framesOut });

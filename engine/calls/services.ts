@@ -10,12 +10,20 @@ import type { SipEndpoint } from '../sip/user-agent.ts';
 import type { CallMetrics } from './metrics.ts';
 
 /** The engine's distributor as a queue's wait sees it (engine/queue-distributor.ts). */
+/** An offer distribution has just committed: the entry as it is now, and the members it is offered to. */
+export interface EntryOffer {
+  offeredAt: Date;
+  memberIds: readonly string[];
+}
+
 export interface QueueWatch {
   /**
    * Calls `onChange` whenever the entry may have changed (a notice names it, a distribution here offered it, notices
-   * may have been missed), and has the queue distributed now; returns the function that stops watching.
+   * may have been missed), and has the queue distributed now; returns the function that stops watching. A
+   * distribution of this engine that has just offered the entry passes the offer (`offered`): the entry need not be
+   * read again to ring its agents.
    */
-  watch(entryId: string, queueId: string, onChange: () => void): () => void;
+  watch(entryId: string, queueId: string, onChange: (offered?: EntryOffer) => void): () => void;
 }
 
 export interface CallServices {

@@ -13,6 +13,10 @@
  * port 0, and answers the offer's direction (sendonly gets recvonly, and so on; an offer whose address is 0.0.0.0 is
  * a hold, so nothing will be sent to it). No common codec is an `SdpError` (the caller answers 488); a local address
  * that is not an IP address (a configuration mistake, not the peer's) is a RangeError.
+ *
+ * Later in a dialog (RFC 3264 section 8): `reoffer` is our previous description again with another direction (a
+ * hold, a resume: the same address, port and codecs), and `nextVersion` gives any description of ours the o= line
+ * of the previous one: the same session id, the version one greater when anything else changed, the same otherwise.
  */
 import { randomInt } from 'node:crypto';
 import { isIP } from 'node:net';
@@ -216,8 +220,24 @@ function audioMedia(
   };
 }
 
-/** The answer to `offer` from `local`, and the remote media it sets up. */
-export function answer(offer: MediaOffer, local: Local): { sdp: string; remote: RemoteMedia } {
+/** The directions both allow: what each may send and receive, and-ed. */
+function narrowed(direction: MediaDirection, limit: MediaDirection): MediaDirection {
+  const sends = direction.startsWith('send') && limit.startsWith('send');
+  const receives =
+    (direction === 'sendrecv' || direction === 'recvonly') && (limit === 'sendrecv' || limit === 'recvonly');
+  return sends ? (receives ? 'sendrecv' : 'sendonly') : receives ? 'recvonly' : 'inactive';
+}
+
+/**
+ * The answer to `offer` from `local`, and the remote media it sets up. `ours` is what this side allows now (our own
+ * hold: `sendonly`, `inactive`); the answer's direction is the offer's mirrored and narrowed to it (RFC 3264
+ * section 6.1), while the remote media follows the offer alone (our hold is the call's media business).
+ */
+export function answer(
+  offer: MediaOffer,
+  local: Local,
+  ours: MediaDirection = 'sendrecv',
+): { sdp: string; remote: RemoteMedia } {
   checkLocal(local);
   const chosen = firstG711(offer.codecs);
   if (chosen === undefined) {
@@ -229,7 +249,7 @@ export function answer(offer: MediaOffer, local: Local): { sdp: string; remote: 
     local.port,
     [{ payloadType: chosen.payloadType, name: chosen.codec }],
     offer.telephoneEventPt,
-    answeredDirection[offer.direction],
+    narrowed(answeredDirection[offer.direction], ours),
   );
   const streams = offer.streams ?? [];
   const audioIndex = offer.audioIndex ?? 0;
@@ -276,4 +296,29 @@ export function remoteFromAnswer(answerOffer: MediaOffer): RemoteMedia {
     telephoneEventPt: answerOffer.telephoneEventPt,
     direction: localDirection(answerOffer.direction, answerOffer.address),
   };
+}
+
+/** Our previous description `previous` offered again with the audio stream's direction set to `direction`. */
+export function reoffer(previous: string, direction: MediaDirection): string {
+  const session = sdpTransform.parse(previous);
+  const audio = (session.media ?? []).find((line) => line.type === 'audio' && line.port !== 0);
+  if (audio === undefined) throw new SdpError('our previous description has no audio stream');
+  audio.direction = direction;
+  delete session.direction;
+  return nextVersion(previous, sdpTransform.write(session));
+}
+
+/**
+ * `next` (a description of ours) with the o= line of `previous` (the last one we sent in the dialog): the same
+ * session id, and the version one greater when anything else changed, the same when nothing did (RFC 3264 section
+ * 8).
+ */
+export function nextVersion(previous: string, next: string): string {
+  const before = sdpTransform.parse(previous);
+  const after = sdpTransform.parse(next);
+  if (before.origin === undefined) throw new SdpError('our previous description has no o= line');
+  after.origin = { ...before.origin };
+  if (sdpTransform.write(after) === sdpTransform.write(before)) return sdpTransform.write(before);
+  after.origin.sessionVersion = before.origin.sessionVersion + 1;
+  return sdpTransform.write(after);
 }

@@ -34,9 +34,15 @@ export class StreamResampler {
   private position = 0;
   private phase = 0;
 
+  /**
+   * `before`: the audio just before the stream (at its own rate, e.g. the output rate of what came before); the
+   * converter starts from it, linearly interpolated, instead of from silence, so a stream that changes rate goes on
+   * without a dip.
+   */
   constructor(
     readonly fromRate: number,
     readonly toRate: number,
+    before?: { samples: Int16Array; rate: number },
   ) {
     if (!Number.isInteger(fromRate) || !Number.isInteger(toRate) || fromRate <= 0 || toRate <= 0) {
       throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
@@ -59,9 +65,32 @@ export class StreamResampler {
       for (let j = 0; j < weights.length; j += 1) weights[j] = (weights[j] as number) / sum;
       this.weights.push(weights);
     }
-    // Silence before the stream's first sample.
+    // Silence (or `before`) before the stream's first sample.
     this.pending = new Float32Array(this.reach - 1);
     this.pendingStart = -(this.reach - 1);
+    const { samples, rate } = before ?? { samples: new Int16Array(0), rate: fromRate };
+    for (let index = 0; index < this.pending.length && samples.length >= 2; index += 1) {
+      // This sample's time as an index into `before` (whose next sample, at samples.length, would be the stream's
+      // first): interpolated between its two neighbours, or extrapolated from the last two past its end.
+      const at = samples.length + ((index - this.pending.length) * rate) / fromRate;
+      const below = Math.min(samples.length - 2, Math.floor(at));
+      const fraction = at - below;
+      if (at >= 0) {
+        this.pending[index] = (samples[below] as number) * (1 - fraction) + (samples[below + 1] as number) * fraction;
+      }
+    }
+  }
+
+  /**
+   * Ends the stream: the output samples still held back (those centred before the end of the input so far), computed
+   * as if the last input sample went on. The converter is not to be used after.
+   */
+  flush(): Int16Array {
+    if (this.fromRate === this.toRate) return new Int16Array(0);
+    const end = this.pendingStart + this.pending.length;
+    const held = Math.max(0, Math.ceil(((end - this.position) * this.phases - this.phase) / this.step));
+    const last = this.pending.length > 0 ? Math.round(this.pending[this.pending.length - 1] as number) : 0;
+    return this.push(new Int16Array(this.reach + 1).fill(last)).subarray(0, held);
   }
 
   /** Converts the next chunk of the stream; returns the output samples that are ready (possibly none). */
@@ -94,4 +123,42 @@ export class StreamResampler {
     this.pendingStart = keepFrom;
     return output;
   }
+}
+
+/**
+ * A stream of 16-bit mono PCM whose rate may change from one chunk to the next (libwebrtc's playout, which hands a
+ * sink the highest rate any peer connection of the process wants), converted to `toRate` without a gap or a jump:
+ * chunks at `toRate` pass as they are; at another rate they go through a `StreamResampler` that starts from the
+ * audio before it and is flushed when the rate changes again.
+ */
+export class RateFollower {
+  private resampler: StreamResampler | null = null;
+  /** The last output samples, what a new converter starts from. */
+  private last: Int16Array = new Int16Array(0);
+
+  constructor(readonly toRate: number) {}
+
+  /** Converts the next chunk, at `rate`; returns the output samples ready (possibly none). */
+  push(samples: Int16Array, rate: number): Int16Array {
+    let output: Int16Array;
+    if (rate === (this.resampler?.fromRate ?? this.toRate)) {
+      output = this.resampler === null ? samples : this.resampler.push(samples);
+    } else {
+      const held = this.resampler?.flush() ?? new Int16Array(0);
+      if (held.length > 0) this.last = joined(this.last, held);
+      this.resampler =
+        rate === this.toRate ? null : new StreamResampler(rate, this.toRate, { samples: this.last, rate: this.toRate });
+      const converted = this.resampler === null ? samples : this.resampler.push(samples);
+      output = held.length === 0 ? converted : joined(held, converted);
+    }
+    if (output.length > 0) this.last = output;
+    return output;
+  }
+}
+
+function joined(first: Int16Array, second: Int16Array): Int16Array {
+  const both = new Int16Array(first.length + second.length);
+  both.set(first);
+  both.set(second, first.length);
+  return both;
 }

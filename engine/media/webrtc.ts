@@ -1,8 +1,11 @@
 /**
  * A WebRTC media endpoint for a browser leg (docs/phones.md, "Legs"): one `RTCPeerConnection` of `@roamhq/wrtc`
  * with one audio transceiver (sendrecv) fed by an `RTCAudioSource`, and an `RTCAudioSink` on the remote track. ICE
- * uses the servers given (none: host candidates only); DTLS-SRTP and the codecs are libwebrtc's, offered as Opus,
- * PCMU, PCMA and telephone-event, nothing else.
+ * uses the servers given (none: host candidates only); DTLS-SRTP and the codecs are libwebrtc's, offered in the order
+ * PCMU, PCMA, Opus, telephone-event, nothing else. The answer keeps the offer's order and each side sends the first
+ * codec of it, so a browser that does G.711 (RFC 7874 asks it of every WebRTC browser; Chromium answers PCMU,
+ * test/engine/legs/browser.test.ts) talks PCMU, which the carrier leg speaks too: no Opus encoder or decoder and no
+ * resampling to and from 48 kHz in libwebrtc (see `offeredCodecs`).
  *
  * Offer/answer. The engine offers: `createOffer` waits for ICE gathering to complete (or `gatherTimeoutMs`, then
  * with the candidates found so far) so that the offer carries its candidates, since there is no trickle over the
@@ -13,7 +16,8 @@
  * Audio has the shape of the carrier leg's `MediaEndpoint` (rtp.ts), so that `bridge` joins the two: `onAudio`
  * gives 8 kHz 16-bit frames of 20 ms, `send` takes 8 kHz frames (of 20 ms from a carrier leg; any length works).
  * WebRTC's side is 10 ms frames: the sink's (at whatever rate and channel count it delivers, the first channel
- * taken) are resampled to 8 kHz (stream-resample.ts) and re-framed to 20 ms; what is sent goes to the source at 8 kHz,
+ * taken; 8 kHz for G.711, see `receive`) are resampled to 8 kHz when they are not at 8 kHz already
+ * (stream-resample.ts, `RateFollower`) and re-framed to 20 ms; what is sent goes to the source at 8 kHz,
  * 10 ms at a time, and libwebrtc resamples it for its encoder (measured: resampling to 48 kHz here cost 99 µs per
  * 20 ms frame on the event loop, more than the two `onData` calls, about 45 µs each, at any rate). DTMF does not cross this endpoint yet (no `onDtmf` / `sendDtmf`).
  *
@@ -26,12 +30,13 @@ import wrtc from '@roamhq/wrtc';
 import sdpTransform from 'sdp-transform';
 import { emit, errorReporter } from './listeners.ts';
 import { Reframer } from './reframe.ts';
-import { StreamResampler } from './stream-resample.ts';
+import { RateFollower } from './stream-resample.ts';
 
 type PeerConnection = InstanceType<typeof wrtc.RTCPeerConnection>;
 type AudioSource = InstanceType<typeof wrtc.nonstandard.RTCAudioSource>;
 type AudioSink = InstanceType<typeof wrtc.nonstandard.RTCAudioSink>;
 type Track = ReturnType<AudioSource['createTrack']>;
+type CodecCapability = NonNullable<ReturnType<typeof wrtc.RTCRtpReceiver.getCapabilities>>['codecs'][number];
 
 export interface IceServer {
   urls: string | string[];
@@ -70,8 +75,12 @@ export interface WebRtcStats {
   framesOut: number;
 }
 
-/** What libwebrtc offers and the engine keeps (setCodecPreferences). */
-const offeredCodecs = new Set(['audio/opus', 'audio/pcmu', 'audio/pcma']);
+/**
+ * What the engine offers (setCodecPreferences), in this order: G.711 first, since every browser leg is bridged to a
+ * G.711 carrier leg and Opus at 48 kHz would buy no quality there while costing libwebrtc an Opus encoder, a decoder
+ * and resampling to and from 48 kHz per call; Opus last, for a browser that will not do G.711.
+ */
+const offeredCodecs = ['audio/pcmu', 'audio/pcma', 'audio/opus'];
 const maxSdpLength = 65536;
 const rtpRate = 8000;
 const rtpFrameSamples = 160; // 20 ms
@@ -90,7 +99,7 @@ export class WebRtcEndpoint {
   private readonly audioListeners = new Set<(frame: Int16Array) => void>();
   private readonly stateListeners = new Set<(state: WebRtcState) => void>();
   private readonly outFrames = new Reframer(rtpRate / 100);
-  private inResampler: StreamResampler | null = null;
+  private readonly inRate = new RateFollower(rtpRate);
   private readonly inFrames = new Reframer(rtpFrameSamples);
   private offerSdp: string | null = null;
   private offering = false;
@@ -107,12 +116,7 @@ export class WebRtcEndpoint {
     this.track = this.source.createTrack();
     try {
       const transceiver = this.pc.addTransceiver(this.track, { direction: 'sendrecv' });
-      const codecs = wrtc.RTCRtpReceiver.getCapabilities('audio')?.codecs ?? [];
-      const kept = codecs.filter((codec) => {
-        const type = codec.mimeType.toLowerCase();
-        return offeredCodecs.has(type) || (type === 'audio/telephone-event' && [48000, 8000].includes(codec.clockRate));
-      });
-      transceiver.setCodecPreferences(kept);
+      transceiver.setCodecPreferences(preferredCodecs());
       this.pc.addEventListener('track', (event) => this.attachSink(event.track));
       this.pc.addEventListener('connectionstatechange', () => emit(this.stateListeners, this.state, this.report));
     } catch (error) {
@@ -286,14 +290,29 @@ export class WebRtcEndpoint {
       mono = new Int16Array(Math.floor(samples.length / channels));
       for (let index = 0; index < mono.length; index += 1) mono[index] = samples[index * channels] as number;
     }
-    if (this.inResampler === null || this.inResampler.fromRate !== sampleRate) {
-      this.inResampler = new StreamResampler(sampleRate, rtpRate);
-    }
-    for (const frame of this.inFrames.push(this.inResampler.push(mono))) {
+    // The sink's rate is libwebrtc's playout mixer's, one for every peer connection of the process: the highest any
+    // of them wants, so 8 kHz while every call is G.711 and has had a packet, 16 kHz while one has not yet, 48 kHz
+    // while one is Opus. 8 kHz passes as it is; the rate follower resamples another and keeps the audio continuous
+    // across the changes.
+    for (const frame of this.inFrames.push(this.inRate.push(mono, sampleRate))) {
       this.counts.framesIn += 1;
       emit(this.audioListeners, frame, this.report);
     }
   }
+}
+
+/** libwebrtc's audio codecs that the engine offers, in `offeredCodecs`' order, then telephone-event at 8 and 48 kHz. */
+function preferredCodecs(): CodecCapability[] {
+  const codecs = wrtc.RTCRtpReceiver.getCapabilities('audio')?.codecs ?? [];
+  const rank = (codec: CodecCapability): number => {
+    const type = codec.mimeType.toLowerCase();
+    if (type === 'audio/telephone-event') {
+      const at = [8000, 48000].indexOf(codec.clockRate);
+      return at < 0 ? -1 : offeredCodecs.length + at;
+    }
+    return offeredCodecs.indexOf(type);
+  };
+  return codecs.filter((codec) => rank(codec) >= 0).sort((a, b) => rank(a) - rank(b));
 }
 
 /** Throws a `WebRtcAnswerError` for an answer to `offer` that cannot be used. */

@@ -168,7 +168,7 @@ test('every kind of answer carries cache-control: no-store, x-request-id and the
     assertShell(t, answer, path);
   }
 
-  const notImplemented = await service.request('GET', '/api/v1/messages', { auth, workspaceId: setup.workspace.id });
+  const notImplemented = await service.request('GET', '/api/v1/recordings', { auth, workspaceId: setup.workspace.id });
   assertError(t, notImplemented, 501, 'not_implemented', '501');
 });
 
@@ -365,11 +365,11 @@ test('no credential is 401 everywhere, a 501 operation included; 501 not_impleme
     'unauthorized',
   );
 
-  const implementedLater = await service.request('GET', '/api/v1/messages', {
+  const implementedLater = await service.request('GET', '/api/v1/recordings', {
     auth: setup.apiKey,
     workspaceId: setup.workspace.id,
   });
-  assertError(t, implementedLater, 501, 'not_implemented', 'GET /messages with key');
+  assertError(t, implementedLater, 501, 'not_implemented', 'GET /recordings with key');
   const mutationLater = await service.request('POST', '/api/v1/calls', { auth: setup.apiKey, body: {} });
   assertError(t, mutationLater, 501, 'not_implemented', 'POST /calls with key');
 
@@ -384,13 +384,13 @@ test('no credential is 401 everywhere, a 501 operation included; 501 not_impleme
   };
   assertError(
     t,
-    await service.request('GET', '/api/v1/messages', { auth: await mint(['devices:*']) }),
+    await service.request('GET', '/api/v1/recordings', { auth: await mint(['devices:*']) }),
     403,
     'insufficient_scope',
   );
   assertError(
     t,
-    await service.request('GET', '/api/v1/messages', { auth: await mint(['messages:*']) }),
+    await service.request('GET', '/api/v1/recordings', { auth: await mint(['media:read']) }),
     501,
     'not_implemented',
   );
@@ -885,18 +885,24 @@ test('/openapi.json describes the 81 operations', async (t) => {
     Array.from({ length: 81 }, (_, index) => index + 1),
   );
   const schemes = Object.keys(document.components.securitySchemes);
-  // The operations built so far: identity (1-16), numbers and routing (19-48), calls (50-52, 54), agents (57, 58),
-  // devices and offers (59-66), webhooks (73-79), the event log (80), live figures (81).
+  // The operations built so far: identity (1-16), verifications (17, 18), numbers and routing (19-48), calls (50-54,
+  // 56), agents (57, 58), devices and offers (59-66), messages (67-69), webhooks (73-79), the event log (80), live
+  // figures (81).
   const implementedOperations = new Set([
-    ...Array.from({ length: 16 }, (_, index) => index + 1),
+    ...Array.from({ length: 18 }, (_, index) => index + 1),
     ...Array.from({ length: 30 }, (_, index) => index + 19),
     50,
     51,
     52,
+    53,
     54,
+    56,
     57,
     58,
     ...Array.from({ length: 8 }, (_, index) => index + 59),
+    67,
+    68,
+    69,
     ...Array.from({ length: 7 }, (_, index) => index + 73),
     80,
     81,
@@ -1055,7 +1061,8 @@ test('logs are JSON lines with the request id and never carry a credential', asy
     auth: workspaceKey.body.apiKey,
     body: {},
   });
-  t.is(withWorkspaceKey.status, 501, withWorkspaceKey.text);
+  // Past authentication: the empty body is what is refused.
+  t.is(withWorkspaceKey.status, 400, withWorkspaceKey.text);
 
   // Refused credentials are not logged either.
   const wrongSecret = `sbs_${'A'.repeat(43)}`;

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import test from 'ava';
+import { allScopes } from '../../core/scopes.ts';
 import { startCall } from '../../core/calls/calls.ts';
 import { makeOffers } from '../../core/devices/offers.ts';
 import { createMember } from '../../core/identity/members.ts';
@@ -159,7 +160,8 @@ function parseRaw(raw: string) {
 
 test('a corpus of malformed requests over every implemented operation of /openapi.json never gets a 5xx', async (t) => {
   const started = Date.now();
-  const setup = await workspaceWithUser(service);
+  // Every scope, so that the application key may issue the workspace key the one-time codes take.
+  const setup = await workspaceWithUser(service, undefined, allScopes);
   const auth = { authorization: `Bearer ${setup.apiKey}`, 'x-service-workspace-id': setup.workspace.id };
   const api = async (method: string, path: string, body?: unknown) => {
     const answer = await service.request(method, path, {
@@ -277,9 +279,11 @@ test('a corpus of malformed requests over every implemented operation of /openap
   const operations = documentOperations(document).filter((operation) => operation.implemented);
   t.true(operations.length >= 50, `implemented operations: ${operations.length}`);
   const login = await issuer.login(email, 3600);
+  const workspaceKey = (await api('POST', `/api/v1/workspaces/${setup.workspace.id}/keys`)) as { apiKey: string };
   const credentialFor = (operation: DocumentOperation): Record<string, string> => {
     const kinds = operation.security.flatMap((requirement) => Object.keys(requirement));
     if (kinds.includes('applicationKey')) return auth;
+    if (kinds.includes('workspaceKey')) return { ...auth, authorization: `Bearer ${workspaceKey.apiKey}` };
     if (kinds.includes('memberLogin')) return { ...auth, authorization: `Bearer ${login}` };
     if (kinds.includes('userToken')) return userAuth;
     throw new Error(`${operation.operationId}: no credential of this test fits ${kinds.join(', ')}`);

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
+import { allScopes } from '../../core/scopes.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { startOidcIssuer, type OidcIssuer } from '../helpers/oidc-issuer.ts';
 import { documentOperations, type DocumentOperation } from '../helpers/request-corpus.ts';
@@ -59,7 +60,8 @@ test('DELETE /application/keys/{id} with content-type application/json and an em
 });
 
 test('every operation whose body may be left out takes an empty JSON body as no body; the others say the body is required', async (t) => {
-  const setup = await workspaceWithUser(service);
+  // Every scope, so that the application key may issue the workspace key the one-time codes take.
+  const setup = await workspaceWithUser(service, undefined, allScopes);
   const email = `member-${randomUUID()}@example.com`;
   await createMember(service.pool, { workspaceId: setup.workspace.id, email, scopes: ['routing:*'] });
   const login = await issuer.login(email);
@@ -72,8 +74,15 @@ test('every operation whose body may be left out takes an empty JSON body as no 
     body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
   });
   t.is(session.status, 201, session.text);
+  // A workspace key for the operations only it takes (one-time codes).
+  const workspaceKey = await service.request('POST', `/api/v1/workspaces/${setup.workspace.id}/keys`, {
+    auth: setup.apiKey,
+  });
+  t.is(workspaceKey.status, 201, workspaceKey.text);
   const credential = (operation: DocumentOperation) => {
     if (operation.security.some((requirement) => 'applicationKey' in requirement)) return setup.apiKey;
+    if (operation.security.some((requirement) => 'workspaceKey' in requirement))
+      return workspaceKey.body.apiKey as string;
     if (operation.security.some((requirement) => 'userToken' in requirement)) return session.body.token as string;
     return login;
   };

@@ -97,7 +97,11 @@ test('a queue is created with defaults, or with strategy, wrap-up time and membe
   t.is(plain.body.updatedAt, plain.body.createdAt);
   t.true(Date.parse(plain.body.createdAt) >= before - 1000);
   t.deepEqual(Object.keys(plain.body).sort(), [
+    'announceExpectedWait',
+    'announceIntervalSecs',
+    'announcePosition',
     'createdAt',
+    'holdPrompt',
     'id',
     'members',
     'name',
@@ -106,6 +110,12 @@ test('a queue is created with defaults, or with strategy, wrap-up time and membe
     'workspaceId',
     'wrapUpSecs',
   ]);
+  t.like(plain.body, {
+    holdPrompt: null,
+    announcePosition: false,
+    announceExpectedWait: false,
+    announceIntervalSecs: 60,
+  });
 
   const [ann, bob] = await Promise.all([member(owner), member(owner)]);
   const full = await call(owner, 'POST', '/queues', {

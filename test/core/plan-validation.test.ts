@@ -311,6 +311,9 @@ const rows: Row[] = [
       ['sales', 'timeoutSecs', 301],
       ['support', 'maxWaitSecs', 9],
       ['support', 'maxWaitSecs', 14401],
+      ['support', 'priority', -101],
+      ['support', 'priority', 101],
+      ['support', 'priority', 1.5],
       ['outside', 'timeoutSecs', 4],
       ['outside', 'timeoutSecs', 301],
       ['ab', 'percentToA', -1],
@@ -767,6 +770,7 @@ const valid: { title: string; definition: Plan }[] = [
       Object.assign(step(p, 'menu'), { timeoutSecs: 1, maxRetries: 0, prompt: { tts: 'x' } });
       step(p, 'sales').timeoutSecs = 5;
       step(p, 'support').maxWaitSecs = 10;
+      step(p, 'support').priority = -100;
       step(p, 'outside').timeoutSecs = 5;
       step(p, 'ab').percentToA = 0;
       step(p, 'bye').message = 'x';
@@ -780,6 +784,7 @@ const valid: { title: string; definition: Plan }[] = [
       step(p, 'sales').timeoutSecs = 300;
       step(p, 'sales').targets = Array.from({ length: 50 }, () => ({ memberId: 'm'.repeat(100) }));
       step(p, 'support').maxWaitSecs = 14400;
+      step(p, 'support').priority = 100;
       step(p, 'outside').timeoutSecs = 300;
       step(p, 'ab').percentToA = 100;
       step(p, 'bye').message = 'x'.repeat(4000);

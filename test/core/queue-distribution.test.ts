@@ -1,5 +1,5 @@
 /**
- * Distribution in PostgreSQL (core/queues/entries.ts, core/agents/agent-states.ts; docs/contact-center.md): queue
+ * Distribution in PostgreSQL (core/queues/entries.ts, distribution.ts, core/agents/agent-states.ts; docs/contact-center.md): queue
  * entries offered to agents under locks, raced by many connections at once as several engines would; missed offers,
  * an agent going away mid-offer, a caller hanging up mid-offer, wrap-up, a restarted engine's entries, callbacks;
  * every agent change is one `agent.state_changed` event, every entry's coming and going `queue.entered` /
@@ -13,7 +13,6 @@ import { createMember } from '../../core/identity/members.ts';
 import {
   abandonOwnedEntries,
   answerEntry,
-  distribute,
   enterQueue,
   entryById,
   leaveQueue,
@@ -22,6 +21,7 @@ import {
   requestCallback,
   setStateByPerson,
 } from '../../core/queues/entries.ts';
+import { distribute, distributeMany } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 
@@ -296,4 +296,41 @@ test('a release names its offer: an older one releases nothing; a callback entry
   await releaseEntry(service.pool, entry.id, false, missedOffersLimit);
   t.is((await entryById(service.pool, entry.id))?.state, 'callback', 'back in line as a callback');
   t.is((await entryById(service.pool, later.id))?.state, 'waiting');
+});
+
+test('distributeMany offers the entries in line to the agents idle longest in one commit, racing ones too', async (t) => {
+  const center = await contactCenter(3);
+  const entries: { id: string }[] = [];
+  for (let index = 0; index < 4; index += 1) entries.push(await center.enter());
+  // Two engines at once, each asking for up to ten offers: three agents, so three offers in all, each once.
+  const runs = await Promise.all([
+    distributeMany(service.pool, center.queue.id, 10),
+    distributeMany(service.pool, center.queue.id, 10),
+  ]);
+  const offers = runs.flat();
+  t.is(offers.length, 3);
+  t.deepEqual(
+    offers.map((offer) => offer.entry.id).sort(),
+    entries
+      .slice(0, 3)
+      .map((entry) => entry.id)
+      .sort(),
+    'the first three in line',
+  );
+  t.deepEqual(offers.map((offer) => offer.memberIds[0]).sort(), [...center.memberIds].sort(), 'each agent once');
+  // The one run that got the queue's lock paired them in order: the first in line with the agent idle longest.
+  const inLine = (id: string) => entries.findIndex((entry) => entry.id === id);
+  const paired = [...offers].sort((a, b) => inLine(a.entry.id) - inLine(b.entry.id));
+  t.deepEqual(
+    paired.map((offer) => offer.memberIds[0]),
+    center.memberIds,
+    'first in line, idle longest',
+  );
+  for (const [index, memberId] of center.memberIds.entries()) {
+    const agent = await agentOf(service.pool, center.workspaceId, memberId);
+    t.like(agent, { state: 'offered', entry_id: entries[index]!.id, actor: 'system' });
+    t.is((await agentEvents(memberId)).at(-1), 'available>offered:system');
+  }
+  t.is((await entryById(service.pool, entries[3]!.id))?.state, 'waiting', 'the fourth waits: nobody is free');
+  t.deepEqual(await distributeMany(service.pool, center.queue.id, 10), []);
 });

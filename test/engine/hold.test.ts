@@ -39,7 +39,7 @@ test('a connected call held: the caller hears hold music and not the agent, the 
   const phone = await startRtpPhone();
   t.teardown(() => phone.close());
   const sipp = runSipp({
-    scenario: 'answered',
+    scenario: 'caller-held',
     sipPort,
     dialed: center.line.e164.slice(1),
     replacements: { AUDIO_PORT: String(phone.port), HOLD_MS: '1000' },
@@ -74,11 +74,12 @@ test('a connected call held: the caller hears hold music and not the agent, the 
       ? true
       : undefined,
   );
-  // The agent hears nothing of the caller from now: no frames, or none with the caller's tone in them.
+  // The agent hears nothing of the caller from now: no frames, or none with the caller's tone in them. The first half
+  // second is left out: the browser's jitter buffer conceals the missing PCMU packets with a fading copy of the last.
   const agentMark = browser.heard.length;
   const callerMark = phone.heard.length;
   await until('two seconds on hold', () => (phone.heard.length - callerMark >= 16_000 ? true : undefined));
-  const whileHeld = browser.heard.slice(agentMark + Math.round(browser.rate / 5));
+  const whileHeld = browser.heard.slice(agentMark + Math.round(browser.rate / 2));
   t.true(
     whileHeld.length < 1600 || tonePower(whileHeld, 1000, browser.rate) < 0.05,
     `the agent heard the caller on hold: ${whileHeld.length} samples, share ${tonePower(whileHeld, 1000, browser.rate)}`,

@@ -4,7 +4,8 @@
  * that is the caller's audio, test/helpers/rtp-phone.ts), hears a goodbye and gets the engine's BYE; the entry keeps
  * its place as `callback`. When the agent becomes available, their device rings first; once it answers, the engine
  * dials the caller back through the number's carrier (a second sipp as the far end, echoing the audio) and bridges
- * the two: the entry is `connected`.
+ * the two: the entry is `connected`. A callback nobody takes leaves `abandoned` at the step's `maxWaitSecs` and the
+ * call ends `callback_expired`.
  */
 import test from 'ava';
 import { runCli } from '../helpers/cli.ts';
@@ -150,5 +151,48 @@ test('the caller asks to be called back, keeps their place, and is dialled back 
     'available>offered:system',
     'offered>on_call:system',
     'on_call>available:system',
+  ]);
+});
+
+test('a callback entry waits no longer than the step’s maxWaitSecs: it leaves abandoned and the call ends', async (t) => {
+  const center = await queueLine(t, service, { agents: 1, offerCallback: true, maxWaitSecs: 40 });
+  const phone = await startRtpPhone();
+  t.teardown(() => phone.close());
+  const sipp = runSipp({
+    scenario: 'answered',
+    sipPort: service.sipPort as number,
+    dialed: center.line.e164.slice(1),
+    replacements: { AUDIO_PORT: String(phone.port) },
+    timeoutSeconds: 150,
+  });
+  const callId = await callTo(service, center.line.e164);
+  await until('hold music', () => (levelOf(phone.heard) > 200 && musicShare(phone.heard) > 0.2 ? true : undefined));
+  await until(
+    'the callback offer',
+    () => (levelOf(phone.heard) > 200 && musicShare(phone.heard) < 0.1 ? true : undefined),
+    callbackPromptMs + 30_000,
+  );
+  await phone.press('1');
+  const run = await sipp;
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  await until('the callback entry', async () =>
+    (await entryOf(service, callId))?.state === 'callback' ? true : undefined,
+  );
+  // Nobody takes it: at maxWaitSecs from entering, the entry leaves and the call ends.
+  const ended = await endedCall(service, callId);
+  t.is(ended?.end_reason, 'callback_expired');
+  t.is((await entryOf(service, callId))?.state, 'abandoned');
+  const times = await service.pool.query<{ waited: number }>(
+    `SELECT extract(epoch FROM c.ended_at - e.enqueued_at)::float AS waited
+       FROM queue_entries e JOIN calls c ON c.id = e.call_id WHERE e.call_id = $1`,
+    [callId],
+  );
+  t.true((times.rows[0]?.waited ?? 0) >= 40, `ended ${times.rows[0]?.waited} s after entering`);
+  t.deepEqual(await callTimeline(service, callId), [
+    'call.started',
+    'call.answered',
+    'queue.entered:waiting',
+    'queue.left:abandoned',
+    'call.ended',
   ]);
 });

@@ -312,13 +312,15 @@ const queueStep = {
   overflow: 'overflowed',
 } satisfies Step;
 
-test("queue: the call waits with the step's settings; answered it is over, overflowed it takes overflow", async (t) => {
+test("queue: the call waits with the step's settings (priority 0 unless given); answered it is over, overflowed it takes overflow", async (t) => {
   const answered = await run(queueStep, { queues: ['answered'] });
   t.is(answered.next, undefined);
   t.deepEqual(answered.call.actions, [
-    { queue: { queueId: queueStep.queueId, maxWaitMs: 60_000, offerCallback: true } },
+    { queue: { queueId: queueStep.queueId, maxWaitMs: 60_000, offerCallback: true, priority: 0 } },
     { hangup: 'completed' },
   ]);
+  const urgent = await run({ ...queueStep, priority: -7 }, { queues: ['answered'] });
+  t.like(urgent.call.actions[0], { queue: { priority: -7 } }, "the step's priority");
   const overflowed = await run(queueStep, { queues: ['overflowed'] });
   t.is(overflowed.next, 'overflowed');
   t.deepEqual(overflowed.call.actions.slice(1), [{ enter: 'routing' }]);

@@ -12,7 +12,7 @@ import { registerDevice, renewPresence } from '../../core/devices/devices.ts';
 import { acceptOffer, declineOffer, type OfferRow, waitingOffers } from '../../core/devices/offers.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { setStateByPerson } from '../../core/queues/entries.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue, type QueueFields } from '../../core/routing/queues.ts';
 import { type Line, numberRunning, workspaceApi } from './phone-lines.ts';
 import type { TestService } from './service.ts';
 import { until } from './until.ts';
@@ -30,13 +30,21 @@ export interface QueueLine {
 }
 
 /**
- * A number whose plan is `q` (a queue step) then, on overflow, `full` (hangup); the queue's agents each with one
- * browser device whose presence is renewed every 20 s while the test runs. Agents start `offline`.
+ * A number whose plan is `q` (a queue step, with `priority` when given) then, on overflow, `full` (hangup); the
+ * queue's agents each with one browser device whose presence is renewed every 20 s while the test runs, and the
+ * queue's hold prompt and announcements as `settings` has them. Agents start `offline`.
  */
 export async function queueLine(
   t: ExecutionContext,
   service: TestService,
-  options: { agents: number; wrapUpSecs?: number; maxWaitSecs?: number; offerCallback?: boolean },
+  options: {
+    agents: number;
+    wrapUpSecs?: number;
+    maxWaitSecs?: number;
+    offerCallback?: boolean;
+    priority?: number;
+    settings?: Pick<QueueFields, 'holdPrompt' | 'announcePosition' | 'announceExpectedWait' | 'announceIntervalSecs'>;
+  },
 ): Promise<QueueLine> {
   const tenant = await workspaceApi(service);
   const workspaceId = tenant.setup.workspace.id as string;
@@ -65,6 +73,7 @@ export async function queueLine(
     strategy: 'longest_idle',
     wrapUpSecs: options.wrapUpSecs ?? 0,
     memberIds: agents.map((agent) => agent.memberId),
+    ...options.settings,
   });
   const line = await numberRunning(
     t,
@@ -78,6 +87,7 @@ export async function queueLine(
           maxWaitSecs: options.maxWaitSecs ?? 300,
           overflow: 'full',
           offerCallback: options.offerCallback ?? false,
+          ...(options.priority === undefined ? {} : { priority: options.priority }),
         },
         full: { type: 'hangup', message: null },
       },

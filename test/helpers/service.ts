@@ -135,8 +135,8 @@ export async function startService(
 }
 
 /** An application with one workspace and one user, the common start of a test. */
-export async function workspaceWithUser(service: TestService, applicationId?: string) {
-  const app = await service.application(applicationId);
+export async function workspaceWithUser(service: TestService, applicationId?: string, scopes?: readonly Scope[]) {
+  const app = await service.application(applicationId, scopes);
   const externalWorkspaceId = `ws-${randomUUID()}`;
   const workspace = await service.request('POST', '/api/v1/workspaces', {
     auth: app.apiKey,

@@ -60,7 +60,19 @@ export interface SippRun {
 
 export async function runSipp(options: {
   scenario:
-    'answered' | 'caller-hangs-up' | 'refused' | 'options' | 'hold' | 'cancelled' | 'register-digest' | 'phone-caller';
+    | 'answered'
+    | 'caller-hangs-up'
+    | 'refused'
+    | 'options'
+    | 'hold'
+    | 'cancelled'
+    | 'register-digest'
+    | 'phone-caller'
+    | 'caller-held'
+    | 'caller-held-reinvites'
+    | 'caller-held-refuses'
+    | 'caller-held-silent'
+    | 'caller-held-ends';
   /** SIP over UDP (default) or TCP. */
   transport?: 'udp' | 'tcp';
   sipPort: number;
@@ -132,7 +144,15 @@ export async function runSipp(options: {
  * when sipp exits.
  */
 export function startSippServer(options: {
-  scenario: 'uas' | 'uas-no-answer' | 'uas-auth' | 'uas-answers-hangs-up' | 'device-answers';
+  scenario:
+    | 'uas'
+    | 'uas-no-answer'
+    | 'uas-auth'
+    | 'uas-answers-hangs-up'
+    | 'uas-hears'
+    | 'device-answers'
+    | 'device-held'
+    | 'device-held-hangs-up';
   port: number;
   mediaPort: number;
   calls?: number;

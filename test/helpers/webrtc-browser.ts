@@ -13,8 +13,8 @@ export interface FakeBrowser {
   rate: number;
   /** 10 ms sink frames received. */
   frames: number;
-  /** Sends 10 ms of 48 kHz mono PCM. */
-  send(samples: Int16Array): void;
+  /** Sends 10 ms of mono PCM at `sampleRate` (48 kHz, a browser's microphone, unless given). */
+  send(samples: Int16Array, sampleRate?: number): void;
   connected(timeoutMs?: number): Promise<void>;
   /** The peer connection's statistics (its inbound-rtp, outbound-rtp and remote-inbound-rtp among them). */
   getStats(): Promise<RTCStatsReport>;
@@ -32,8 +32,8 @@ export async function answerOffer(offer: string, keepAudio = true): Promise<Fake
     heard: [],
     rate: 0,
     frames: 0,
-    send(samples) {
-      if (!closed) source.onData({ samples, sampleRate: 48000, bitsPerSample: 16, channelCount: 1 });
+    send(samples, sampleRate = 48000) {
+      if (!closed) source.onData({ samples, sampleRate, bitsPerSample: 16, channelCount: 1 });
     },
     connected(timeoutMs = 10000) {
       return new Promise((resolve, reject) => {

@@ -73,6 +73,9 @@ const until = (kind: Resource['kind'], name: string, check: (resource: Resource)
   untilResource(store, namespace, kind, name, check, what);
 const member = (setup: Setup) => newMember(service, setup);
 
+/** A queue's own hold prompt and announcements, written the same through the API and as a resource. */
+const queueSettings = { holdPrompt: { tts: 'Please hold.' }, announcePosition: true, announceIntervalSecs: 30 };
+
 function planDefinition(queueId: string, prompt = 'Press 1 for sales.') {
   return {
     entry: 'menu',
@@ -102,6 +105,7 @@ test('a workspace written as resources gets the same REST answers as one made th
     strategy: 'round_robin',
     wrapUpSecs: 15,
     members: [apiMember],
+    ...queueSettings,
   });
   t.is(queue.status, 201, queue.text);
   const plan = await api(viaApi)('POST', '/routing-plans', {
@@ -118,7 +122,15 @@ test('a workspace written as resources gets the same REST answers as one made th
   await apply({
     kind: 'Queue',
     name: 'sales',
-    spec: { id: queueId, ...owner, name: 'Sales', strategy: 'round_robin', wrapUpSecs: 15, members: [gitopsMember] },
+    spec: {
+      id: queueId,
+      ...owner,
+      name: 'Sales',
+      strategy: 'round_robin',
+      wrapUpSecs: 15,
+      members: [gitopsMember],
+      ...queueSettings,
+    },
   });
   await apply({
     kind: 'RoutingPlan',
@@ -142,6 +154,7 @@ test('a workspace written as resources gets the same REST answers as one made th
   t.is(gotQueue.status, 200, gotQueue.text);
   t.deepEqual(comparable(gotQueue.body), comparable(queue.body));
   t.deepEqual(gotQueue.body.members, [gitopsMember]);
+  t.like(gotQueue.body, { ...queueSettings, announceExpectedWait: false });
   const gotPlan = await api(viaGitOps)('GET', `/routing-plans/${planId}`);
   t.is(gotPlan.status, 200, gotPlan.text);
   const expected = comparable(plan.body);
@@ -292,6 +305,12 @@ test('resources the API wrote reconcile to no change; a second operator waits fo
     plan.body.id,
   ]);
   t.is(versions.rowCount, 1, 'no version added by the operator');
+  // A queue with its own hold prompt and announcements: the record the operator converges to is the API's.
+  const queue = await api(setup)('POST', '/queues', { name: 'API queue', ...queueSettings });
+  t.is(queue.status, 201, queue.text);
+  await until('Queue', queue.body.id, (r) => condition(r, 'Ready')?.reason === 'Reconciled', 'operator');
+  const after = await api(setup)('GET', `/queues/${queue.body.id}`);
+  t.deepEqual(after.body, queue.body, 'unchanged, updatedAt included');
 
   // The service's own operator leads; another one waits (and never reconciles) until closed.
   const second = startOperator({
@@ -606,6 +625,27 @@ test('a resource whose spec breaks its kind’s schema is reported InvalidSpec a
     /^spec\.strategy must be one of/,
   );
   t.is((await api(setup)('GET', `/queues/${queueId}`)).status, 404);
+
+  // The announcement settings are checked as the API checks them.
+  const fastId = randomUUID();
+  await apply({
+    kind: 'Queue',
+    name: 'fast-announcements',
+    spec: {
+      id: fastId,
+      applicationId: setup.applicationId,
+      workspaceId: setup.workspace.id,
+      name: 'Fast',
+      strategy: 'longest_idle',
+      wrapUpSecs: 0,
+      members: [],
+      announceIntervalSecs: 5,
+    },
+  });
+  const fast = await until('Queue', 'fast-announcements', (r) => condition(r, 'Ready') !== undefined, 'status');
+  t.like(condition(fast, 'Ready'), { status: 'False', reason: 'InvalidSpec' });
+  t.regex((fast.status.conditions as Array<{ message: string }>)[0]?.message ?? '', /announceIntervalSecs/);
+  t.is((await api(setup)('GET', `/queues/${fastId}`)).status, 404);
 });
 
 test('an endpoint made, changed and deleted through the API is a WebhookEndpoint resource beside its record', async (t) => {

@@ -322,12 +322,13 @@ test('op 10 workspace keys: a workspace key holds only verify:send and is not an
   t.is(key.name, 'verification');
   t.true(apiKey.startsWith(key.prefix));
 
-  // Authenticated and authorized for verifications (not built yet: 501), refused for key-only operations.
+  // Authenticated and authorized for verifications (the body, without a channel, is what is refused), refused for
+  // key-only operations.
   isError(
     t,
     await service.request('POST', '/api/v1/verifications', { auth: apiKey, body: { to: '+33612345678' } }),
-    501,
-    'not_implemented',
+    400,
+    'invalid_request',
   );
   isError(t, await service.request('GET', '/api/v1/workspaces', { auth: apiKey }), 403, 'application_key_required');
   isError(
@@ -404,8 +405,8 @@ test('op 10 and 5 workspace keys: only a credential holding verify:send issues o
   isError(
     t,
     await service.request('POST', '/api/v1/verifications', { auth: issued.body.apiKey, body: { to: '+33612345678' } }),
-    501,
-    'not_implemented',
+    400,
+    'invalid_request',
   );
   for (const [auth, key] of [
     [verifier, issued],

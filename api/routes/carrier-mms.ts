@@ -1,0 +1,108 @@
+/**
+ * The carrier HTTP interface's inbound side (docs/messaging.md, "MMS"): not an operation of /api/v1 but what a
+ * carrier (or its adapter) calls. `POST /carriers/{name}/mms` with `{ from, to, text, media: [{ url, contentType }] }`
+ * is an inbound MMS to one of the carrier's claimed numbers: a message `received` with `message.received`.
+ * `POST /carriers/{name}/mms/status` with `{ id, status: "delivered" | "failed", error? }` is a status callback for
+ * an MMS the carrier took (`id` as it answered): recorded as a delivery receipt is. Both are authenticated with HTTP
+ * Basic, the carrier's SMPP system id and password (compared in constant time; a carrier without an MMS URL, or none
+ * by that name, is 401 alike, so the answer tells nothing of which carriers exist). Answers in the error envelope:
+ * 401 for credentials, 400 for a body that is not the interface's, 404 for a number that is not the carrier's.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { mmsAccount } from '../../core/carriers/messaging.ts';
+import { ApiError } from '../../core/errors.ts';
+import { e164Pattern } from '../../core/ids.ts';
+import { mediaTypes } from '../../core/messages/media.ts';
+import { receiveMms, recordMmsStatus } from '../../core/messages/mms.ts';
+import type { Services } from '../route.ts';
+
+const Params = Type.Object({ name: Type.String({ minLength: 1, maxLength: 63 }) });
+
+const InboundMms = Type.Object({
+  // The sender: a number, a short code or an alphanumeric sender id.
+  from: Type.String({ pattern: '^\\+?[0-9A-Za-z]{1,20}$' }),
+  to: Type.String({ pattern: e164Pattern }),
+  text: Type.Optional(Type.String({ maxLength: 1600 })),
+  media: Type.Array(
+    Type.Object({
+      url: Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' }),
+      contentType: Type.Enum([...mediaTypes]),
+    }),
+    { maxItems: 10 },
+  ),
+});
+
+const MmsStatus = Type.Object({
+  id: Type.String({ pattern: '^[\\x20-\\x7e]{1,64}$' }),
+  status: Type.Enum(['delivered', 'failed']),
+  error: Type.Optional(
+    Type.Object({ code: Type.String({ minLength: 1, maxLength: 100 }), message: Type.String({ maxLength: 1000 }) }),
+  ),
+});
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+function refused(): ApiError {
+  return new ApiError('unauthorized', "HTTP Basic with the carrier's SMPP system id and password is required", {
+    headers: { 'www-authenticate': 'Basic realm="switchboard carrier", charset="UTF-8"' },
+  });
+}
+
+/** The carrier named in the path when the request carries its credentials; 401 otherwise. */
+async function authenticate(services: Services, request: FastifyRequest): Promise<void> {
+  const header = request.headers.authorization;
+  const match = typeof header === 'string' ? /^Basic ([A-Za-z0-9+/=]{1,400})$/i.exec(header.trim()) : null;
+  if (match === null) throw refused();
+  const name = (request.params as { name?: string }).name ?? '';
+  const account = name.length > 63 ? undefined : await mmsAccount(services.pool, services.keys.carrierSecrets, name);
+  const given = digest(Buffer.from(match[1] as string, 'base64').toString('utf8'));
+  // Compared even when there is no account, so an unknown carrier costs the same as a wrong password.
+  const expected = digest(account === undefined ? '\u0000' : `${account.systemId}:${account.password}`);
+  if (!timingSafeEqual(given, expected) || account === undefined) throw refused();
+}
+
+export function carrierMmsRoutes(app: FastifyInstance, services: Services) {
+  const options = { bodyLimit: 64 * 1024, onRequest: (request: FastifyRequest) => authenticate(services, request) };
+
+  app.post('/carriers/:name/mms', { ...options, schema: { params: Params, body: InboundMms } }, async (request) => {
+    const { name } = request.params as { name: string };
+    const body = request.body as {
+      from: string;
+      to: string;
+      text?: string;
+      media: Array<{ url: string; contentType: string }>;
+    };
+    const text = body.text ?? '';
+    if (text === '' && body.media.length === 0) {
+      throw new ApiError('invalid_request', 'body.text or body.media is required: an MMS carries something');
+    }
+    const received = await receiveMms(services.pool, name, { from: body.from, to: body.to, text, media: body.media });
+    if (received.outcome === 'unknown_number') {
+      throw new ApiError('not_found', `${body.to} is not a claimed number of carrier ${name}`);
+    }
+    return { id: received.messageId };
+  });
+
+  app.post(
+    '/carriers/:name/mms/status',
+    { ...options, schema: { params: Params, body: MmsStatus } },
+    async (request, reply) => {
+      const { name } = request.params as { name: string };
+      const body = request.body as {
+        id: string;
+        status: 'delivered' | 'failed';
+        error?: { code: string; message: string };
+      };
+      const delivered = body.status === 'delivered';
+      await recordMmsStatus(services.pool, name, {
+        carrierMessageId: body.id,
+        delivered,
+        state: delivered ? 'DELIVRD' : 'UNDELIV',
+        error: delivered ? null : (body.error ?? null),
+      });
+      return reply.code(204).send();
+    },
+  );
+}

@@ -1,0 +1,117 @@
+/**
+ * Distribution (docs/contact-center.md, "Queue entries and distribution"): the queue's first entries in line offered
+ * to its next agents in one transaction under locks (the queue row `FOR NO KEY UPDATE`, so distributions of one queue
+ * take turns while callers still enter it; the entry and the agents `FOR UPDATE SKIP LOCKED`), so no entry is
+ * offered twice at once and no agent gets two calls, whichever engines distribute. The rest of the entries' SQL is
+ * entries.ts.
+ */
+import type pg from 'pg';
+import { changeAgentState, offerAgents, offerableAgents } from '../agents/agent-states.ts';
+import { inTransaction } from '../database.ts';
+import { type LockedQueue, lockQueue } from '../routing/queues.ts';
+import { entryColumns, type EntryRow, notifyAll } from './entries.ts';
+
+export interface Distributed {
+  entry: EntryRow;
+  /** The agents offered the entry (one, or every available one for `ring_all`). */
+  memberIds: string[];
+}
+
+/**
+ * Offers the first entry in line of the queue to its next agent (or, `ring_all`, to every available agent): the
+ * entry `offered`, the agents `offered` (their events), announced. Undefined when no entry waits or no agent can be
+ * offered one now.
+ */
+export async function distribute(pool: pg.Pool, queueId: string): Promise<Distributed | undefined> {
+  return (await distributeMany(pool, queueId, 1))[0];
+}
+
+/**
+ * Offers up to `most` entries of the queue, in line order, each to its next agent, as `distribute` does, in one
+ * transaction: when several agents become free at once (a shift starts, calls end together) they are offered their
+ * callers in one commit instead of one commit each. Stops at the first entry no agent can take now.
+ *
+ * Set-based but for `ring_all` (each entry offered to every available agent, one entry at a time): the first waiting
+ * entries and the first offerable agents (each locked, `SKIP LOCKED`) are read once and paired in order, then the
+ * agents, the entries and the notices are written by one statement each, and an event per agent. The pairs are those
+ * one-at-a-time offers would make: each takes the first agent the strategy's order leaves.
+ */
+export async function distributeMany(pool: pg.Pool, queueId: string, most: number): Promise<Distributed[]> {
+  return inTransaction(pool, async (db) => {
+    const queue = await lockQueue(db, queueId);
+    if (queue === undefined) return [];
+    if (queue.strategy === 'ring_all') {
+      const offers: Distributed[] = [];
+      while (offers.length < most) {
+        const offer = await offerNext(db, queue);
+        if (offer === undefined) break;
+        offers.push(offer);
+      }
+      return offers;
+    }
+    const waiting = await firstInLine(db, queue.id, most);
+    if (waiting.length === 0) return [];
+    const agents = await offerableAgents(
+      db,
+      { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+      waiting.length,
+    );
+    const pairs = agents.map((memberId, index) => ({ memberId, entryId: (waiting[index] as EntryRow).id }));
+    const offered = await offerAgents(db, queue.workspace_id, pairs);
+    const agentOf = new Map(offered.map((agent) => [agent.entry_id as string, agent.member_id]));
+    const updated = await db.query<EntryRow>(
+      `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp()
+        WHERE id = ANY ($1::uuid[]) RETURNING ${entryColumns}`,
+      [[...agentOf.keys()]],
+    );
+    const byId = new Map(updated.rows.map((entry) => [entry.id, entry]));
+    // In line order, as they were read.
+    const offers = waiting.flatMap((entry) => {
+      const row = byId.get(entry.id);
+      const memberId = agentOf.get(entry.id);
+      return row === undefined || memberId === undefined ? [] : [{ entry: row, memberIds: [memberId] }];
+    });
+    await notifyAll(
+      db,
+      offers.map((offer) => ({ queueId: queue.id, entryId: offer.entry.id, kind: 'offered' as const })),
+    );
+    return offers;
+  });
+}
+
+/** The queue's first `limit` entries in line that no other transaction holds, locked. */
+async function firstInLine(db: pg.PoolClient, queueId: string, limit: number): Promise<EntryRow[]> {
+  const waiting = await db.query<EntryRow>(
+    `SELECT ${entryColumns} FROM queue_entries
+      WHERE queue_id = $1 AND state IN ('waiting', 'callback') AND left_at IS NULL
+      ORDER BY priority DESC, enqueued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [queueId, limit],
+  );
+  return waiting.rows;
+}
+
+/** The queue's first entry in line offered to its next agent (or agents), in the caller's transaction. */
+async function offerNext(db: pg.PoolClient, queue: LockedQueue): Promise<Distributed | undefined> {
+  const first = (await firstInLine(db, queue.id, 1))[0];
+  if (first === undefined) return undefined;
+  const memberIds = await offerableAgents(
+    db,
+    { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+    queue.strategy === 'ring_all' ? 50 : 1,
+  );
+  if (memberIds.length === 0) return undefined;
+  const updated = await db.query<EntryRow>(
+    `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp() WHERE id = $1 RETURNING ${entryColumns}`,
+    [first.id],
+  );
+  for (const memberId of memberIds) {
+    await changeAgentState(db, queue.workspace_id, memberId, {
+      state: 'offered',
+      actor: 'system',
+      entryId: first.id,
+      offeredNow: true,
+    });
+  }
+  await notifyAll(db, [{ queueId: queue.id, entryId: first.id, kind: 'offered' }]);
+  return { entry: updated.rows[0] as EntryRow, memberIds };
+}
