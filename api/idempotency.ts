@@ -29,12 +29,12 @@ import {
   finishRecord,
   insertRecord,
   purgeExpiredRecords,
-  readRecord,
+  lockAndReadRecord,
+  RecordExistsError,
   recordOf,
   sealRecords,
   settleRecord,
   type StoredRecord,
-  tryLockKey,
 } from '../core/idempotency/records.ts';
 import { openSecret, sealSecret } from '../core/sealing.ts';
 
@@ -147,8 +147,8 @@ export async function runIdempotent(
   const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
-    if (!(await tryLockKey(client, scope, key))) throw inProgress();
-    const record = await readRecord(client, scope, key);
+    const { locked, record } = await lockAndReadRecord(client, scope, key);
+    if (!locked) throw inProgress();
     if (record?.live) {
       if (!record.fingerprint.equals(print)) {
         throw new ApiError(
@@ -189,7 +189,11 @@ export async function runIdempotent(
         sealedBody: sealAnswer(store, scope, key, answer.status, answer.body),
       },
       later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
-    );
+    ).catch((error: unknown) => {
+      // The request with this key that held the lock committed just as this one read (lockAndReadRecord): this
+      // one's change rolls back, and a retry replays that one's answer.
+      throw error instanceof RecordExistsError ? inProgress() : error;
+    });
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});

@@ -67,20 +67,21 @@ export class NoticeWaiters {
   private readonly listener: ChangeListener;
   private stoppedWaiting = false;
 
-  /** `keyOf` names the key a notice's payload wakes, or undefined for a payload to ignore. */
+  /** `keyOf` names the key (or keys) a notice's payload wakes, or undefined for a payload to ignore. */
   constructor(
     databaseUrl: string,
     channel: string,
-    keyOf: (payload: string) => string | undefined,
+    keyOf: (payload: string) => string | readonly string[] | undefined,
     log: (message: string) => void,
   ) {
     this.listener = new ChangeListener(
       databaseUrl,
       channel,
       (payload) => {
-        const key = keyOf(payload);
-        if (key === undefined) return;
-        for (const waiter of this.waiters.get(key) ?? []) waiter.signal();
+        const keys = keyOf(payload);
+        for (const key of typeof keys === 'string' ? [keys] : (keys ?? [])) {
+          for (const waiter of this.waiters.get(key) ?? []) waiter.signal();
+        }
       },
       () => this.wakeAll(),
       log,

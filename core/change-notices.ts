@@ -30,8 +30,14 @@ export const queueChannel = 'switchboard_queue';
  */
 export const messagesChannel = 'switchboard_messages';
 /**
- * An outbound message left `queued`/`sending` (sent, delivered or failed): the message id. A send's answer waits on
- * it for the carrier's first word (operation 67's `message_rejected`, docs/messaging.md).
+ * An outbound MMS is waiting for its carrier's media interface: the carrier's name. Every engine's MMS sender wakes on
+ * it (engine/messaging/mms.ts); the SMPP links do not.
+ */
+export const mmsChannel = 'switchboard_mms';
+/**
+ * Outbound messages left `queued`/`sending` (sent, delivered or failed): their ids, comma-separated (up to 150, one
+ * notice per settling group). A send's answer waits on it for the carrier's first word (operation 67's
+ * `message_rejected`, docs/messaging.md).
  */
 export const messageSettledChannel = 'switchboard_message_settled';
 

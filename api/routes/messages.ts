@@ -35,7 +35,7 @@ import { carrierTakesMms } from '../../core/carriers/messaging.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import { actorOf } from '../auth.ts';
 import type { Answer } from '../idempotency.ts';
-import { NoticeWaiters } from '../notice-waiters.ts';
+import { type NoticeWatch, NoticeWaiters } from '../notice-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
@@ -118,17 +118,18 @@ function refusedByCarrier(message: Awaited<ReturnType<typeof getMessage>>): bool
 
 /**
  * The send's answer once written: the carrier's refusal (422 `message_rejected`) if it comes within the wait, else
- * the message as it is then. Holds a connection only for each short read.
+ * the message as it is then. `watch` was taken before the message was committed, so no notice of it is missed:
+ * it waits first and reads once woken, holding a connection only for each short read.
  */
 async function carrierOutcome(
   services: Services,
-  settled: NoticeWaiters,
+  watch: NoticeWatch,
   written: MessageRow,
   until: number,
 ): Promise<Answer> {
-  const watch = settled.watch(written.id);
   try {
     for (;;) {
+      await watch.next(Math.max(until - Date.now(), 0));
       const message = await getMessage(services.pool, written.workspace_id, written.id);
       if (refusedByCarrier(message)) {
         const error = message.error ?? { code: 'unknown', message: 'no reason given' };
@@ -139,11 +140,9 @@ async function carrierOutcome(
           }).body(),
         };
       }
-      const left = until - Date.now();
-      if ((message.status !== 'queued' && message.status !== 'sending') || left <= 0 || watch.ended) {
+      if ((message.status !== 'queued' && message.status !== 'sending') || until <= Date.now() || watch.ended) {
         return { status: 202, body: messageJson(message) };
       }
-      await watch.next(left);
     }
   } finally {
     watch.stop();
@@ -179,7 +178,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
   const settled = new NoticeWaiters(
     services.databaseUrl,
     messageSettledChannel,
-    (id) => id,
+    (ids) => ids.split(','),
     (message) => app.log.warn(message),
   );
   app.addHook('onReady', () => settled.start());
@@ -243,12 +242,20 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         actor: actorOf(context.principal),
         dedupeHash: hash,
       });
+      // Watched from before the commit, so that the link's first word (which can come right after it) is heard; a
+      // send whose transaction then fails leaves its watch to this timer.
+      const watch = settled.watch(row.id);
+      const forgotten = setTimeout(() => watch.stop(), carrierWaitMs + 10_000);
+      forgotten.unref();
       return {
         status: 202,
         body: messageJson(row),
         finishLater: {
           withinMs: carrierWaitMs,
-          finish: () => carrierOutcome(services, settled, row, started + carrierWaitMs),
+          finish: () => {
+            clearTimeout(forgotten);
+            return carrierOutcome(services, watch, row, started + carrierWaitMs);
+          },
         },
       };
     },

@@ -19,25 +19,37 @@ export interface StoredRecord {
   provisional: boolean;
 }
 
-/** Takes the transaction-scoped advisory lock on (scope, key); false while another transaction holds it. */
-export async function tryLockKey(db: Queryable, scope: string, key: string): Promise<boolean> {
-  const lock = await db.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok', [
-    `idempotency\n${scope}\n${key}`,
-  ]);
-  return lock.rows[0]?.ok === true;
+/**
+ * Takes the transaction-scoped advisory lock on (scope, key), false while another transaction holds it, and reads the
+ * record of (scope, key), live while within its retention, in one statement. The record is read as of the
+ * statement's start: one that a transaction holding the lock committed just then is not seen, and this
+ * transaction's `insertRecord` finds it (`RecordExistsError`).
+ */
+export async function lockAndReadRecord(
+  db: Queryable,
+  scope: string,
+  key: string,
+): Promise<{ locked: boolean; record: StoredRecord | undefined }> {
+  const result = await db.query<StoredRecord & { locked: boolean; found: boolean }>({
+    name: 'sb-idempotency-lock-read',
+    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, r.scope IS NOT NULL AS found,
+                  r.fingerprint, r.status_code, r.response_body, r.sealed,
+                  r.created_at > now() - make_interval(hours => $4) AS live,
+                  coalesce(r.pending_until > clock_timestamp(), false) AS pending,
+                  r.pending_until IS NOT NULL AS provisional
+             FROM (VALUES (1)) AS one
+             LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3`,
+    values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours],
+  });
+  const { locked, found, ...record } = result.rows[0] as StoredRecord & { locked: boolean; found: boolean };
+  return { locked, record: locked && found ? record : undefined };
 }
 
-/** The record of (scope, key), live while within its retention. */
-export async function readRecord(db: Queryable, scope: string, key: string): Promise<StoredRecord | undefined> {
-  const existing = await db.query<StoredRecord>(
-    `SELECT fingerprint, status_code, response_body, sealed,
-              created_at > now() - make_interval(hours => $3) AS live,
-              coalesce(pending_until > clock_timestamp(), false) AS pending,
-              pending_until IS NOT NULL AS provisional
-         FROM idempotency_records WHERE scope = $1 AND key = $2`,
-    [scope, key, idempotencyRetentionHours],
-  );
-  return existing.rows[0];
+/** The record an `insertRecord` would write exists: another request with the key committed its answer just now. */
+export class RecordExistsError extends Error {
+  constructor() {
+    super('the idempotency record exists already');
+  }
 }
 
 /** Makes the stored answer final, as `sealedBody` (a provisional answer past its time, or one in clear text). */
@@ -59,11 +71,17 @@ export async function insertRecord(
   record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
   pendingSecs: number | null,
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
-       VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
-    [record.scope, record.key, record.fingerprint, record.status, record.sealedBody, pendingSecs],
-  );
+  try {
+    await db.query({
+      name: 'sb-idempotency-insert',
+      text: `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
+               VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
+      values: [record.scope, record.key, record.fingerprint, record.status, record.sealedBody, pendingSecs],
+    });
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') throw new RecordExistsError();
+    throw error;
+  }
 }
 
 /** Replaces a provisional answer by the finished one; false when a retry settled the provisional one first. */
@@ -71,11 +89,12 @@ export async function finishRecord(
   db: Queryable,
   record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
 ): Promise<boolean> {
-  const settled = await db.query(
-    `UPDATE idempotency_records SET status_code = $4, response_body = $5, sealed = true, pending_until = NULL
-      WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND pending_until IS NOT NULL`,
-    [record.scope, record.key, record.fingerprint, record.status, record.sealedBody],
-  );
+  const settled = await db.query({
+    name: 'sb-idempotency-finish',
+    text: `UPDATE idempotency_records SET status_code = $4, response_body = $5, sealed = true, pending_until = NULL
+            WHERE scope = $1 AND key = $2 AND fingerprint = $3 AND pending_until IS NOT NULL`,
+    values: [record.scope, record.key, record.fingerprint, record.status, record.sealedBody],
+  });
   return settled.rowCount === 1;
 }
 

@@ -1,22 +1,30 @@
 /**
  * Message records and their status history (docs/messaging.md, "Records"): `messages` and `message_events`. Every
- * status change is one `message_events` row and one `message.status` event in the number's stream, written in the
- * transaction of the change; an inbound message is `message.received`. An outbound message's status follows from
- * its parts (core/messages/parts.ts): `queued`, `sending` once one is taken, `sent` once the carrier acknowledged
- * every one, `delivered` once every one has a delivered receipt, `failed` at the first refusal or failed receipt.
+ * status change is one `message_events` row, written in the transaction of the change; the reported ones
+ * (core/messages/statuses.ts: sent, delivered, failed) are also one `message.status` event in the number's stream,
+ * and an inbound message is `message.received`. An outbound message's status follows from its parts
+ * (core/messages/parts.ts): `queued`, `sending` once one is taken, `sent` once the carrier acknowledged every one,
+ * `delivered` once every one has a delivered receipt, `failed` at the first refusal or failed receipt. A message's
+ * statements are few and mostly prepared: every one counts at hundreds of messages a second (docs/messaging.md,
+ * "Measured").
+ *
+ * Longer than 400 lines because the two tables keep one home: outbound and inbound records, their settling, the
+ * duplicate check, reads and lists.
  */
 import { createHash, randomInt } from 'node:crypto';
-import { announce, messageSettledChannel, messagesChannel } from '../change-notices.ts';
+import { announce, messageSettledChannel, messagesChannel, mmsChannel } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
 import type { MessageObject } from '../events/types.ts';
 import type { NumberRow, NumberWorkspace } from '../numbers/numbers.ts';
-import { keysetPage, type PageWindow, workspaceRow } from '../rows.ts';
+import { notFound } from '../errors.ts';
+import { keysetPage, type PageWindow } from '../rows.ts';
 import { encodeText } from './encoding.ts';
 import type { CarrierError } from './link-store.ts';
 import { insertMmsPart, insertOutboundParts, partsSummary } from './parts.ts';
+import { lastStep, type MessageStatus, reportedStatuses, type StatusStep, statusSteps } from './statuses.ts';
 
-export type MessageStatus = 'queued' | 'sending' | 'sent' | 'delivered' | 'failed' | 'received';
+export type { MessageStatus } from './statuses.ts';
 
 export interface Media {
   url: string;
@@ -86,7 +94,11 @@ export function dedupeHash(message: { from: string; to: string; text: string; me
  * once cannot both find no duplicate.
  */
 export async function lockDedupeHash(db: Queryable, hash: string): Promise<void> {
-  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`sms-dedupe:${hash}`]);
+  await db.query({
+    name: 'sb-dedupe-lock',
+    text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+    values: [`sms-dedupe:${hash}`],
+  });
 }
 
 /**
@@ -98,21 +110,19 @@ export async function findRecentDuplicate(
   hash: string,
   since: Date,
 ): Promise<{ id: string; createdAt: Date } | undefined> {
-  const found = await db.query<{ id: string; created_at: Date }>(
-    `SELECT id, created_at FROM messages WHERE dedupe_hash = $1 AND created_at >= $2 AND status <> 'failed'
-      ORDER BY created_at DESC LIMIT 1`,
-    [hash, since],
-  );
+  const found = await db.query<{ id: string; created_at: Date }>({
+    name: 'sb-dedupe-find',
+    text: `SELECT id, created_at FROM messages WHERE dedupe_hash = $1 AND created_at >= $2 AND status <> 'failed'
+            ORDER BY created_at DESC LIMIT 1`,
+    values: [hash, since],
+  });
   const row = found.rows[0];
   return row === undefined ? undefined : { id: row.id, createdAt: row.created_at };
 }
 
+/** The message's event for its status, if that status is reported (in the number's stream). */
 async function statusEvent(db: Queryable, row: MessageRow, externalWorkspaceId: string): Promise<void> {
-  await db.query('INSERT INTO message_events (message_id, status, error) VALUES ($1, $2, $3)', [
-    row.id,
-    row.status,
-    row.error === null ? null : JSON.stringify(row.error),
-  ]);
+  if (!reportedStatuses.has(row.status)) return;
   await appendEvent(db, {
     type: row.direction === 'inbound' ? 'message.received' : 'message.status',
     streamId: row.phone_number_id,
@@ -120,6 +130,26 @@ async function statusEvent(db: Queryable, row: MessageRow, externalWorkspaceId: 
     workspaceId: row.workspace_id,
     externalWorkspaceId,
     fields: { message: messageObject(row) },
+  });
+}
+
+/** Appends status changes to the messages' histories in one statement, in the order given. */
+async function insertHistory(
+  db: Queryable,
+  changes: ReadonlyArray<{ messageId: string; status: MessageStatus; error: CarrierError | null }>,
+): Promise<void> {
+  if (changes.length === 0) return;
+  await db.query({
+    name: 'sb-message-history',
+    text: `INSERT INTO message_events (message_id, status, error)
+           SELECT change.id, change.status, change.error
+             FROM unnest($1::uuid[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS change (id, status, error, n)
+            ORDER BY change.n`,
+    values: [
+      changes.map((change) => change.messageId),
+      changes.map((change) => change.status),
+      changes.map((change) => (change.error === null ? null : JSON.stringify(change.error))),
+    ],
   });
 }
 
@@ -150,11 +180,17 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
   const mms = (input.media ?? []).length > 0;
   const parts = mms || input.text === '' ? [] : encodeText(input.text, randomInt(256));
   if (parts.length === 0 && !mms) throw new Error('an outbound message needs text or media');
-  const inserted = await db.query<MessageRow>(
-    `INSERT INTO messages (application_id, workspace_id, phone_number_id, direction, from_number, to_number, text,
-                           media, status, segments, actor, dedupe_hash)
-     VALUES ($1, $2, $3, 'outbound', $4, $5, $6, $7, 'queued', $8, $9, $10) RETURNING ${messageColumns}`,
-    [
+  // The message, its first history row (`queued` is not reported: no event) and the notice that wakes the number's
+  // carrier's SMPP link (an MMS: the MMS senders) at commit, in one statement.
+  const inserted = await db.query<MessageRow>({
+    name: 'sb-outbound-message',
+    text: `WITH message AS (
+             INSERT INTO messages (application_id, workspace_id, phone_number_id, direction, from_number, to_number,
+                                   text, media, status, segments, actor, dedupe_hash)
+             VALUES ($1, $2, $3, 'outbound', $4, $5, $6, $7, 'queued', $8, $9, $10) RETURNING ${messageColumns}),
+           history AS (INSERT INTO message_events (message_id, status) SELECT id, status FROM message)
+           SELECT message.*, pg_notify($11, $12) FROM message`,
+    values: [
       input.workspace.applicationId,
       input.workspace.id,
       input.number.id,
@@ -165,14 +201,14 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
       mms ? 1 : parts.length,
       input.actor,
       input.dedupeHash ?? null,
+      mms ? mmsChannel : messagesChannel,
+      input.number.carrier,
     ],
-  );
-  const row = inserted.rows[0] as MessageRow;
+  });
+  const { pg_notify: _notified, ...row } = inserted.rows[0] as MessageRow & { pg_notify: unknown };
   const owner = { messageId: row.id, carrier: input.number.carrier, numberId: input.number.id };
   if (mms) await insertMmsPart(db, owner);
   else await insertOutboundParts(db, owner, parts);
-  await statusEvent(db, row, input.workspace.externalWorkspaceId);
-  await announce(db, messagesChannel, input.number.carrier);
   return row;
 }
 
@@ -212,9 +248,12 @@ export async function recordInboundMessage(
   },
 ): Promise<MessageRow> {
   const inserted = await db.query<MessageRow>(
-    `INSERT INTO messages (application_id, workspace_id, phone_number_id, direction, from_number, to_number, text,
-                           status, segments, incomplete, media)
-     VALUES ($1, $2, $3, 'inbound', $4, $5, $6, 'received', $7, $8, $9) RETURNING ${messageColumns}`,
+    `WITH message AS (
+       INSERT INTO messages (application_id, workspace_id, phone_number_id, direction, from_number, to_number, text,
+                             status, segments, incomplete, media)
+       VALUES ($1, $2, $3, 'inbound', $4, $5, $6, 'received', $7, $8, $9) RETURNING ${messageColumns}),
+     history AS (INSERT INTO message_events (message_id, status) SELECT id, status FROM message)
+     SELECT * FROM message`,
     [
       input.workspace.applicationId,
       input.workspace.id,
@@ -232,9 +271,6 @@ export async function recordInboundMessage(
   return row;
 }
 
-/** The outbound statuses in the order a message goes through them (`failed` can come after any but `delivered`). */
-const progress = ['queued', 'sending', 'sent', 'delivered'] as const;
-
 /**
  * Brings the outbound messages' statuses in line with their parts (after a take, an answer or a receipt), each
  * status passed on the way one history row and one `message.status` (a message whose last acknowledgement comes
@@ -244,58 +280,84 @@ const progress = ['queued', 'sending', 'sent', 'delivered'] as const;
  */
 export async function settleMessages(db: Queryable, messageIds: readonly string[]): Promise<void> {
   if (messageIds.length === 0) return;
-  const locked = await db.query<MessageRow & { external_workspace_id: string }>(
-    `SELECT ${messageColumns.replace(/(\w+)/g, 'm.$1')}, w.external_workspace_id
-       FROM messages m JOIN workspaces w ON w.id = m.workspace_id
-      WHERE m.id = ANY ($1::uuid[]) AND m.direction = 'outbound' AND m.status NOT IN ('delivered', 'failed')
-      ORDER BY m.id FOR UPDATE OF m`,
-    [[...new Set(messageIds)]],
-  );
+  const locked = await db.query<MessageRow & { external_workspace_id: string }>({
+    name: 'sb-settle-lock',
+    text: `SELECT ${messageColumns.replace(/(\w+)/g, 'm.$1')}, w.external_workspace_id
+             FROM messages m JOIN workspaces w ON w.id = m.workspace_id
+            WHERE m.id = ANY ($1::uuid[]) AND m.direction = 'outbound' AND m.status NOT IN ('delivered', 'failed')
+            ORDER BY m.id FOR UPDATE OF m`,
+    values: [[...new Set(messageIds)]],
+  });
   if (locked.rows.length === 0) return;
   const summaries = await partsSummary(
     db,
     locked.rows.map((row) => row.id),
   );
-  // Each status is an event in its number's stream, whose row stays locked until commit: the numbers are taken in one
-  // order, so two transactions settling messages of several numbers (a take, a group of answers) never wait on each
-  // other in a circle.
-  const byNumber = [...locked.rows].sort(
-    (a, b) => a.phone_number_id.localeCompare(b.phone_number_id) || a.id.localeCompare(b.id),
-  );
-  for (const { external_workspace_id: externalWorkspaceId, ...row } of byNumber) {
+  const changed: Array<{ row: MessageRow; externalWorkspaceId: string; steps: StatusStep[] }> = [];
+  for (const { external_workspace_id: externalWorkspaceId, ...row } of locked.rows) {
     const parts = summaries.get(row.id);
-    if (parts === undefined) continue;
-    const steps: Array<{ status: MessageStatus; error: CarrierError | null }> = [];
-    if (parts.error !== null) {
-      steps.push({ status: 'failed', error: parts.error });
-    } else {
-      const target =
-        parts.acknowledged === parts.total
-          ? parts.delivered === parts.total
-            ? 'delivered'
-            : 'sent'
-          : parts.taken > 0
-            ? 'sending'
-            : 'queued';
-      const from = progress.indexOf(row.status as (typeof progress)[number]);
-      for (let at = from + 1; at <= progress.indexOf(target); at += 1) {
-        steps.push({ status: progress[at] as MessageStatus, error: null });
-      }
-    }
-    if (steps.length === 0) continue;
-    const last = steps[steps.length - 1] as { status: MessageStatus; error: CarrierError | null };
-    const updated = await db.query<MessageRow>(
-      `UPDATE messages SET status = $2, error = $3, updated_at = clock_timestamp() WHERE id = $1
-       RETURNING ${messageColumns}`,
-      [row.id, last.status, last.error === null ? null : JSON.stringify(last.error)],
-    );
-    const after = updated.rows[0] as MessageRow;
-    for (const step of steps) await statusEvent(db, { ...after, ...step }, externalWorkspaceId);
-    if (after.status !== 'queued' && after.status !== 'sending') await announce(db, messageSettledChannel, row.id);
+    const steps = parts === undefined ? [] : statusSteps(row.status, parts);
+    if (steps.length > 0) changed.push({ row, externalWorkspaceId, steps });
+  }
+  if (changed.length === 0) return;
+  const updated = await db.query<MessageRow>({
+    name: 'sb-settle-messages',
+    text: `UPDATE messages m SET status = change.status, error = change.error, updated_at = clock_timestamp()
+             FROM unnest($1::uuid[], $2::text[], $3::jsonb[]) AS change (id, status, error)
+            WHERE m.id = change.id
+           RETURNING ${messageColumns.replace(/(\w+)/g, 'm.$1')}`,
+    values: [
+      changed.map(({ row }) => row.id),
+      changed.map(({ steps }) => lastStep(steps).status),
+      changed.map(({ steps }) => {
+        const { error } = lastStep(steps);
+        return error === null ? null : JSON.stringify(error);
+      }),
+    ],
+  });
+  const after = new Map(updated.rows.map((row) => [row.id, row]));
+  await insertHistory(
+    db,
+    changed.flatMap(({ row, steps }) => steps.map((step) => ({ messageId: row.id, ...step }))),
+  );
+  // Each reported status is an event in its number's stream, whose row stays locked until commit: the numbers are
+  // taken in one order, so two transactions settling messages of several numbers (a take, a group of answers) never
+  // wait on each other in a circle.
+  const byNumber = changed.sort(
+    (a, b) => a.row.phone_number_id.localeCompare(b.row.phone_number_id) || a.row.id.localeCompare(b.row.id),
+  );
+  for (const { row, externalWorkspaceId, steps } of byNumber) {
+    const now = after.get(row.id) ?? row;
+    for (const step of steps) await statusEvent(db, { ...now, ...step }, externalWorkspaceId);
+  }
+  // The sends waiting for these messages (api/routes/messages.ts) hear it at commit: one notice per group of ids.
+  const settled = updated.rows.filter((row) => row.status !== 'queued' && row.status !== 'sending');
+  for (let at = 0; at < settled.length; at += idsPerNotice) {
+    const ids = settled.slice(at, at + idsPerNotice).map((row) => row.id);
+    await announce(db, messageSettledChannel, ids.join(','));
   }
 }
 
-const messageTable = { table: 'messages', columns: messageColumns, name: 'message' };
+/** The most message ids one settled notice names (a notice's payload holds fewer than 8,000 bytes). */
+const idsPerNotice = 150;
+
+/**
+ * The link took parts of these messages: the ones still `queued` are `sending` (a history row each, no event: the
+ * status is not reported), locked in id order as `settleMessages` locks them.
+ */
+export async function markSending(db: Queryable, messageIds: readonly string[]): Promise<void> {
+  if (messageIds.length === 0) return;
+  await db.query({
+    name: 'sb-mark-sending',
+    text: `WITH moved AS (
+             UPDATE messages SET status = 'sending', updated_at = clock_timestamp()
+              WHERE id IN (SELECT id FROM messages WHERE id = ANY ($1::uuid[]) AND status = 'queued'
+                            ORDER BY id FOR UPDATE)
+             RETURNING id)
+           INSERT INTO message_events (message_id, status) SELECT id, 'sending' FROM moved ORDER BY id`,
+    values: [[...new Set(messageIds)]],
+  });
+}
 
 export interface StatusChange {
   status: MessageStatus;
@@ -303,18 +365,27 @@ export interface StatusChange {
   at: Date;
 }
 
-/** The workspace's message with its status history, oldest change first; 404 `not_found` when it has none. */
+/** The workspace's message with its status history, oldest change first (one statement); 404 `not_found` when it has none. */
 export async function getMessage(
   db: Queryable,
   workspaceId: string,
   id: string,
 ): Promise<MessageRow & { statusHistory: StatusChange[] }> {
-  const row = await workspaceRow<MessageRow>(db, messageTable, id, workspaceId);
-  const history = await db.query<StatusChange>(
-    'SELECT status, error, at FROM message_events WHERE message_id = $1 ORDER BY id',
-    [id],
-  );
-  return { ...row, statusHistory: history.rows };
+  const result = await db.query<
+    MessageRow & { history: Array<{ status: MessageStatus; error: CarrierError | null; at: string }> }
+  >({
+    name: 'sb-get-message',
+    text: `SELECT ${messageColumns},
+                  (SELECT coalesce(json_agg(json_build_object('status', e.status, 'error', e.error, 'at', e.at)
+                                            ORDER BY e.id), '[]')
+                     FROM message_events e WHERE e.message_id = m.id) AS history
+             FROM messages m WHERE m.id = $1 AND m.workspace_id = $2`,
+    values: [id, workspaceId],
+  });
+  const found = result.rows[0];
+  if (found === undefined) throw notFound('message');
+  const { history, ...row } = found;
+  return { ...row, statusHistory: history.map((change) => ({ ...change, at: new Date(change.at) })) };
 }
 
 /** The status history as the API shows it. */

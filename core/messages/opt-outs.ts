@@ -7,10 +7,11 @@ import type { Queryable } from '../database.ts';
 
 /** Whether `peer` opted out of the number's messages. */
 export async function isOptedOut(db: Queryable, phoneNumberId: string, peer: string): Promise<boolean> {
-  const found = await db.query('SELECT 1 FROM opt_outs WHERE phone_number_id = $1 AND peer = $2', [
-    phoneNumberId,
-    peer,
-  ]);
+  const found = await db.query({
+    name: 'sb-opted-out',
+    text: 'SELECT 1 FROM opt_outs WHERE phone_number_id = $1 AND peer = $2',
+    values: [phoneNumberId, peer],
+  });
   return found.rowCount !== 0;
 }
 

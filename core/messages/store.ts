@@ -12,7 +12,7 @@ import { type Clock, systemClock } from '../clock.ts';
 import { inTransaction } from '../database.ts';
 import { receiveInbound } from './inbound.ts';
 import type { CarrierError, DeliveryReceipt, InboundPart, MessageLinkStore } from './link-store.ts';
-import { settleMessages } from './messages.ts';
+import { markSending, settleMessages } from './messages.ts';
 import {
   acknowledgeParts,
   failPart,
@@ -130,7 +130,7 @@ export function openLinkStore(
     takeParts(carrier, limit) {
       return inTransaction(pool, async (db) => {
         const parts = await takeWaitingParts(db, carrier, limit, clock.now());
-        await settleMessages(
+        await markSending(
           db,
           parts.map((part) => part.messageId),
         );

@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import type { MmsAccount } from '../../core/carriers/messaging.ts';
-import { ChangeListener, messagesChannel } from '../../core/change-notices.ts';
+import { ChangeListener, mmsChannel } from '../../core/change-notices.ts';
 import type { CarrierError } from '../../core/messages/link-store.ts';
 import type { MmsPart, MmsQueue } from '../../core/messages/mms.ts';
 
@@ -151,7 +151,7 @@ export class MmsSender {
   async start(): Promise<void> {
     if (this.options.databaseUrl !== undefined) {
       const wake = () => this.wake();
-      this.listener = new ChangeListener(this.options.databaseUrl, messagesChannel, wake, wake, this.options.log);
+      this.listener = new ChangeListener(this.options.databaseUrl, mmsChannel, wake, wake, this.options.log);
       await this.listener.start();
     }
     this.poll = setInterval(() => this.wake(), this.options.pollMs ?? 2_000);

@@ -6,6 +6,7 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { decodePart } from '../../core/messages/encoding.ts';
+import { openLinkStore } from '../../core/messages/store.ts';
 import { allScopes } from '../../core/scopes.ts';
 import { importNumbers, claimNumber } from '../../core/numbers/numbers.ts';
 import { textingSetup, newNumber } from '../helpers/messages.ts';
@@ -38,10 +39,11 @@ async function verifier(options: { texting?: boolean; approved?: boolean } = {})
   if (created.status !== 201) throw new Error(created.text);
   const workspace = { id: created.body.id as string, applicationId: app.applicationId, externalWorkspaceId: '' };
   workspace.externalWorkspaceId = created.body.externalWorkspaceId as string;
-  const number =
+  const texting =
     options.texting === false
       ? undefined
-      : (await textingSetup(service.pool, { workspace, approved: options.approved !== false })).number;
+      : await textingSetup(service.pool, { workspace, approved: options.approved !== false });
+  const number = texting?.number;
   const key = await service.request('POST', `/api/v1/workspaces/${workspace.id}/keys`, { auth: app.apiKey });
   if (key.status !== 201) throw new Error(key.text);
   const workspaceKey = key.body.apiKey as string;
@@ -49,7 +51,7 @@ async function verifier(options: { texting?: boolean; approved?: boolean } = {})
     service.request('POST', '/api/v1/verifications', { auth: workspaceKey, workspaceId: workspace.id, body });
   const check = (id: string, code: string, auth = workspaceKey) =>
     service.request('POST', `/api/v1/verifications/${id}/check`, { auth, workspaceId: workspace.id, body: { code } });
-  return { app, workspace, number, workspaceKey, send, check };
+  return { app, workspace, number, carrier: texting?.carrier ?? '', workspaceKey, send, check };
 }
 
 /** The code as the handset gets it: the message's parts, decoded from their bytes. */
@@ -76,7 +78,7 @@ async function rowsHolding(table: string, code: string): Promise<number> {
 }
 
 test('an SMS code is sent from the texting number, approved once, and shows nowhere but in the SMS', async (t) => {
-  const { send, check, number, workspace } = await verifier();
+  const { send, check, number, carrier, workspace } = await verifier();
   const to = recipient();
   const sent = await send({ to, channel: 'sms' });
   t.is(sent.status, 201, sent.text);
@@ -98,6 +100,11 @@ test('an SMS code is sent from the texting number, approved once, and shows nowh
     workspace_id: workspace.id,
   });
 
+  // The carrier takes it: `sent` is reported, with the text as the record shows it.
+  const link = openLinkStore(service.pool);
+  t.teardown(() => link.close());
+  for (const part of await link.takeParts(carrier, 10)) await link.acknowledged(part.id, `smsc-${part.id}`);
+
   const approved = await check(sent.body.id, code);
   t.is(approved.status, 200, approved.text);
   t.deepEqual(approved.body, { status: 'approved' });
@@ -111,7 +118,7 @@ test('an SMS code is sent from the texting number, approved once, and shows nowh
     `SELECT payload FROM events WHERE stream_key = $1 AND type = 'message.status'`,
     [`number:${number?.id}`],
   );
-  t.true(events.rows.length >= 1);
+  t.is(events.rows.length, 1);
   for (const event of events.rows) t.is(JSON.parse(event.payload).message.text, 'Your code is ******.');
   await service.request('GET', '/healthz');
   t.false(

@@ -1,0 +1,70 @@
+/**
+ * The idempotency records' statements (core/idempotency/records.ts; the rules are api/idempotency.ts's): the lock
+ * and the read in one statement, held by one transaction at a time, and an insert over a record another request
+ * committed meanwhile told apart from any other failure (the request answers 409 `idempotency_in_progress`).
+ */
+import { randomUUID } from 'node:crypto';
+import test from 'ava';
+import pg from 'pg';
+import { inTransaction } from '../../core/database.ts';
+import { insertRecord, lockAndReadRecord, RecordExistsError } from '../../core/idempotency/records.ts';
+import { freshDatabase, type TestDatabase } from '../helpers/database.ts';
+
+let database: TestDatabase;
+let pool: pg.Pool;
+
+test.before(async () => {
+  database = await freshDatabase();
+  pool = new pg.Pool({ connectionString: database.url, max: 4 });
+});
+
+test.after.always(async () => {
+  await pool?.end();
+  await database?.drop();
+});
+
+const record = (scope: string, key: string) => ({
+  scope,
+  key,
+  fingerprint: Buffer.from('print'),
+  status: 201,
+  sealedBody: 'sealed',
+});
+
+test('the lock is one transaction’s at a time, and the read sees the record once committed', async (t) => {
+  const scope = `app-${randomUUID()}`;
+  const first = await pool.connect();
+  try {
+    await first.query('BEGIN');
+    t.deepEqual(await lockAndReadRecord(first, scope, 'k1'), { locked: true, record: undefined });
+    // Another transaction cannot take it while the first holds it, and reads nothing then.
+    const other = await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k1'));
+    t.deepEqual(other, { locked: false, record: undefined });
+    // Another key is another lock.
+    t.true((await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k2'))).locked);
+    await insertRecord(first, record(scope, 'k1'), null);
+    await first.query('COMMIT');
+  } finally {
+    first.release();
+  }
+  const after = await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k1'));
+  t.true(after.locked);
+  t.like(after.record, { status_code: 201, response_body: 'sealed', live: true, pending: false, provisional: false });
+  t.true(after.record?.fingerprint.equals(Buffer.from('print')));
+});
+
+test('an insert over a committed record is RecordExistsError, and any other failure is not', async (t) => {
+  const scope = `app-${randomUUID()}`;
+  await inTransaction(pool, (db) => insertRecord(db, record(scope, 'k'), 12));
+  const pending = await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k'));
+  t.like(pending.record, { pending: true, provisional: true });
+  await t.throwsAsync(
+    inTransaction(pool, (db) => insertRecord(db, record(scope, 'k'), null)),
+    { instanceOf: RecordExistsError },
+  );
+  // Any other failure is not that one.
+  await t.throwsAsync(
+    inTransaction(pool, (db) => insertRecord(db, { ...record(scope, 'k2'), status: Number.NaN }, null)),
+    { message: /invalid input syntax|NaN|integer/i },
+  );
+});
