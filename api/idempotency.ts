@@ -6,7 +6,8 @@
  * - a retry after it committed replays the stored answer with `idempotent-replayed: true` (a lost answer is safe);
  * - a different body with the same key within 24 hours: 422 `idempotency_key_reused`;
  * - a 5xx (or a crash) rolls the whole transaction back and stores nothing, so a retry runs again and the change
- *   happens at most once. 2xx and 4xx answers are stored; a 4xx's partial writes roll back to a savepoint first.
+ *   happens at most once. 2xx and 4xx answers are stored; a 4xx's partial writes roll back with its transaction,
+ *   and its answer is stored in a new one under the key's lock.
  *
  * Stored answers may hold a credential shown once (a new key, a webhook signing secret, a token), so every answer is
  * stored sealed (core/sealing.ts), bound to its scope, key and status: it cannot be replayed from another record.
@@ -134,6 +135,41 @@ function inProgress(): ApiError {
   });
 }
 
+/**
+ * Takes the key's lock in the transaction `db` runs and decides from its record: the stored answer to replay, or
+ * undefined when the request runs (an expired record is deleted first). 409 while another request holds the key or
+ * its answer is pending; 422 when the key was used for another request.
+ */
+async function takeKey(
+  db: Queryable,
+  store: AnswerStore,
+  scope: string,
+  key: string,
+  print: Buffer,
+): Promise<StoredAnswer | undefined> {
+  const { locked, record } = await lockAndReadRecord(db, scope, key);
+  if (!locked) throw inProgress();
+  if (record === undefined) return undefined;
+  if (!record.live) {
+    await deleteRecord(db, scope, key);
+    return undefined;
+  }
+  if (!record.fingerprint.equals(print)) {
+    throw new ApiError(
+      'idempotency_key_reused',
+      'this idempotency-key was used for a different request in the last 24 hours',
+    );
+  }
+  if (record.pending) throw inProgress();
+  const body = openAnswer(store, scope, key, record);
+  // A provisional answer past its time stands as the answer (its request ended before finishing it); one an older
+  // version stored in clear text is sealed now.
+  if (record.provisional || !record.sealed) {
+    await settleRecord(db, scope, key, sealAnswer(store, scope, key, record.status_code, body));
+  }
+  return { status: record.status_code, body, replayed: true };
+}
+
 export async function runIdempotent(
   store: AnswerStore,
   scope: string,
@@ -147,37 +183,29 @@ export async function runIdempotent(
   const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
-    const { locked, record } = await lockAndReadRecord(client, scope, key);
-    if (!locked) throw inProgress();
-    if (record?.live) {
-      if (!record.fingerprint.equals(print)) {
-        throw new ApiError(
-          'idempotency_key_reused',
-          'this idempotency-key was used for a different request in the last 24 hours',
-        );
-      }
-      if (record.pending) throw inProgress();
-      const body = openAnswer(store, scope, key, record);
-      // A provisional answer past its time stands as the answer (its request ended before finishing it); one an
-      // older version stored in clear text is sealed now.
-      if (record.provisional || !record.sealed) {
-        await settleRecord(client, scope, key, sealAnswer(store, scope, key, record.status_code, body));
-      }
+    const replay = await takeKey(client, store, scope, key, print);
+    if (replay !== undefined) {
       await client.query('COMMIT');
-      return { status: record.status_code, body, replayed: true };
+      return replay;
     }
-    if (record !== undefined) await deleteRecord(client, scope, key);
-
-    await client.query('SAVEPOINT work');
     try {
       const result = await work(client, (effect) => effects.push(effect));
       answer = { status: result.status, body: JSON.stringify(result.body) };
       later = result.finishLater;
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
-      await client.query('ROLLBACK TO SAVEPOINT work');
+      // A refusal: its partial writes roll back with the whole transaction (a savepoint would cost every request a
+      // statement), and its answer is stored in a new one under the key's lock, unless another request with the key
+      // took it in between: then that one's answer (or 409 while it runs) is the answer, as for any retry.
+      await client.query('ROLLBACK');
       effects.length = 0;
       answer = { status: error.status, body: JSON.stringify(error.body()) };
+      await client.query('BEGIN');
+      const stored = await takeKey(client, store, scope, key, print);
+      if (stored !== undefined) {
+        await client.query('COMMIT');
+        return stored;
+      }
     }
     await insertRecord(
       client,
