@@ -8,6 +8,7 @@
  * with that transaction committed and no connection held, up to 2 s for the carrier's first word: a refusal of the
  * submit is 422 `message_rejected`, anything else (sent, or still queued with no link up) the message as it is, 202.
  */
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import parsePhoneNumber from 'libphonenumber-js';
 import { Type } from 'typebox';
@@ -18,17 +19,15 @@ import { e164Pattern } from '../../core/ids.ts';
 import {
   type Media,
   createOutboundMessage,
-  dedupeHash,
-  duplicateWindowMs,
-  findRecentDuplicate,
   getMessage,
   listMessages,
-  lockDedupeHash,
   type MessageFilters,
   messageJson,
   type MessageRow,
+  messageStatus,
   statusHistoryJson,
 } from '../../core/messages/messages.ts';
+import { claimDedupeHash, dedupeHash, duplicateWindowMs, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
 import { checkMedia, MediaError, mediaDefaults } from '../../core/messages/media.ts';
 import { isOptedOut } from '../../core/messages/opt-outs.ts';
 import { carrierTakesMms } from '../../core/carriers/messaging.ts';
@@ -221,15 +220,19 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         );
       }
       const hash = dedupeHash({ from: sender.number.e164, to, text, mediaUrls });
-      await lockDedupeHash(context.db, hash);
-      const duplicate = await findRecentDuplicate(context.db, hash, new Date(Date.now() - duplicateWindowMs));
-      if (duplicate !== undefined) {
-        throw new ApiError(
-          'message_conflict',
-          `the same message was sent at ${duplicate.createdAt.toISOString()} under another idempotency-key ` +
-            `(within ${duplicateWindowMs / 1000} s); retry with that key, or wait`,
-          { extra: { messageId: duplicate.id } },
-        );
+      const messageId = randomUUID();
+      const earlier = await claimDedupeHash(context.db, hash, messageId);
+      if (earlier !== undefined) {
+        // A failed message never reached the peer: sending it again is no duplicate.
+        if (earlier.recent && (await messageStatus(context.db, earlier.messageId)) !== 'failed') {
+          throw new ApiError(
+            'message_conflict',
+            `the same message was sent at ${earlier.at.toISOString()} under another idempotency-key ` +
+              `(within ${duplicateWindowMs / 1000} s); retry with that key, or wait`,
+            { extra: { messageId: earlier.messageId } },
+          );
+        }
+        await takeOverDedupeHash(context.db, hash, messageId);
       }
       const media = mediaUrls.length === 0 ? [] : await mmsMedia(services, context.db, sender.number, mediaUrls);
       const started = Date.now();
@@ -241,6 +244,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         media,
         actor: actorOf(context.principal),
         dedupeHash: hash,
+        id: messageId,
       });
       // Watched from before the commit, so that the link's first word (which can come right after it) is heard; a
       // send whose transaction then fails leaves its watch to this timer.

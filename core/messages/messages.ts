@@ -11,7 +11,7 @@
  * Longer than 400 lines because the two tables keep one home: outbound and inbound records, their settling, the
  * duplicate check, reads and lists.
  */
-import { createHash, randomInt } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import { announce, messageSettledChannel, messagesChannel, mmsChannel } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
@@ -80,44 +80,10 @@ export function messageJson(row: MessageRow) {
   return { ...messageObject(row), updatedAt: row.updated_at.toISOString() };
 }
 
-/** The window within which the same message sent again is `message_conflict` (docs/messaging.md, "Sending"). */
-export const duplicateWindowMs = 60_000;
-
-/** What identifies the same message sent twice: SHA-256 of from, to, text and the media URLs. */
-export function dedupeHash(message: { from: string; to: string; text: string; mediaUrls?: readonly string[] }) {
-  const fields = [message.from, message.to, message.text, ...(message.mediaUrls ?? [])];
-  return createHash('sha256').update(JSON.stringify(fields)).digest('hex');
-}
-
-/**
- * Holds the dedupe hash until commit (a transaction-scoped advisory lock), so that two sends of the same message at
- * once cannot both find no duplicate.
- */
-export async function lockDedupeHash(db: Queryable, hash: string): Promise<void> {
-  await db.query({
-    name: 'sb-dedupe-lock',
-    text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-    values: [`sms-dedupe:${hash}`],
-  });
-}
-
-/**
- * The newest message with this dedupe hash written at or after `since`, if there is one. A failed one does not count:
- * it never reached the peer, so sending it again is no duplicate.
- */
-export async function findRecentDuplicate(
-  db: Queryable,
-  hash: string,
-  since: Date,
-): Promise<{ id: string; createdAt: Date } | undefined> {
-  const found = await db.query<{ id: string; created_at: Date }>({
-    name: 'sb-dedupe-find',
-    text: `SELECT id, created_at FROM messages WHERE dedupe_hash = $1 AND created_at >= $2 AND status <> 'failed'
-            ORDER BY created_at DESC LIMIT 1`,
-    values: [hash, since],
-  });
-  const row = found.rows[0];
-  return row === undefined ? undefined : { id: row.id, createdAt: row.created_at };
+/** The status of the workspace's message `id`, or undefined when there is none (read as of now). */
+export async function messageStatus(db: Queryable, id: string): Promise<MessageStatus | undefined> {
+  const found = await db.query<{ status: MessageStatus }>('SELECT status FROM messages WHERE id = $1', [id]);
+  return found.rows[0]?.status;
 }
 
 /** The message's event for its status, if that status is reported (in the number's stream). */
@@ -167,12 +133,14 @@ export interface NewOutboundMessage {
   media?: Media[];
   actor: string | null;
   dedupeHash?: string | null;
+  /** Its id, when the send chose it already (claiming its dedupe hash: core/messages/dedupe.ts); else a new one. */
+  id?: string;
 }
 
 /**
- * Writes an outbound message `queued` with its parts, its first status and `message.status`, and wakes the engine
- * that sends for the number's carrier (at commit). Checks none of operation 67's refusals: the caller did (and the
- * replies to keywords skip them on purpose).
+ * Writes an outbound message `queued` with its parts and its first history row, and wakes the engine that sends for
+ * the number's carrier (at commit). Checks none of operation 67's refusals: the caller did (and the replies to
+ * keywords skip them on purpose).
  */
 export async function createOutboundMessage(db: Queryable, input: NewOutboundMessage): Promise<MessageRow> {
   // An MMS is one part, for the carrier's media interface (docs/messaging.md, "MMS"); an SMS has one reference per
@@ -185,9 +153,11 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
   const inserted = await db.query<MessageRow>({
     name: 'sb-outbound-message',
     text: `WITH message AS (
-             INSERT INTO messages (application_id, workspace_id, phone_number_id, direction, from_number, to_number,
-                                   text, media, status, segments, actor, dedupe_hash)
-             VALUES ($1, $2, $3, 'outbound', $4, $5, $6, $7, 'queued', $8, $9, $10) RETURNING ${messageColumns}),
+             INSERT INTO messages (id, application_id, workspace_id, phone_number_id, direction, from_number,
+                                   to_number, text, media, status, segments, actor, dedupe_hash)
+             VALUES (coalesce($13::uuid, gen_random_uuid()), $1, $2, $3, 'outbound', $4, $5, $6, $7, 'queued', $8, $9,
+                     $10)
+             RETURNING ${messageColumns}),
            history AS (INSERT INTO message_events (message_id, status) SELECT id, status FROM message)
            SELECT message.*, pg_notify($11, $12) FROM message`,
     values: [
@@ -203,6 +173,7 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
       input.dedupeHash ?? null,
       mms ? mmsChannel : messagesChannel,
       input.number.carrier,
+      input.id ?? null,
     ],
   });
   const { pg_notify: _notified, ...row } = inserted.rows[0] as MessageRow & { pg_notify: unknown };

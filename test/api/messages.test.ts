@@ -221,7 +221,7 @@ test('the same message under another idempotency key within 60 s is message_conf
   t.is((await send({ ...body, to: newPeer() })).status, 202);
 
   // Past the window the same message goes again.
-  await service.pool.query("UPDATE messages SET created_at = created_at - interval '61 seconds' WHERE id = $1", [
+  await service.pool.query("UPDATE message_dedupe SET at = at - interval '61 seconds' WHERE message_id = $1", [
     first.body.id,
   ]);
   const later = await send(body, { idempotencyKey: 'third-send' });

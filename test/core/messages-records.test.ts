@@ -2,7 +2,7 @@
  * Message records for operations 67-69 (core/messages/messages.ts, core/numbers/numbers.ts `senderOf`,
  * core/messages/keywords.ts; docs/messaging.md "Records", "Sending"): a send written `queued` with its parts and
  * its first history row (no event: `queued` is not reported), and announced to its carrier's link at commit (not before, never for a
- * rollback); the duplicate looked up by its hash; one message with its history, in its workspace only; lists by
+ * rollback); one message with its history, in its workspace only; lists by
  * number, peer and direction, newest first, page by page; which numbers can text; the keywords.
  */
 import test from 'ava';
@@ -12,13 +12,12 @@ import { notFound } from '../../core/errors.ts';
 import { type Keyword, keywordOf } from '../../core/messages/keywords.ts';
 import {
   createOutboundMessage,
-  dedupeHash,
-  findRecentDuplicate,
   getMessage,
   listMessages,
   messageJson,
   type MessageFilters,
 } from '../../core/messages/messages.ts';
+import { dedupeHash } from '../../core/messages/dedupe.ts';
 import { openLinkStore } from '../../core/messages/store.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import { type MessagesDatabase, messagesDatabase, numberEvents, textingSetup } from '../helpers/messages.ts';
@@ -85,18 +84,6 @@ test('a send is written queued with its parts and its history (no event: queued 
       (await getMessage(db.pool, setup.workspace.id, message.id)).statusHistory.map((change) => change.status),
       ['queued'],
     );
-    // The duplicate within the window, and not before it.
-    t.is((await findRecentDuplicate(db.pool, hash, new Date(Date.now() - 60_000)))?.id, message.id);
-    t.is(await findRecentDuplicate(db.pool, hash, new Date(Date.now() + 60_000)), undefined);
-    t.is(
-      await findRecentDuplicate(
-        db.pool,
-        dedupeHash({ from: setup.number.e164, to: '+14155550124', text }),
-        new Date(0),
-      ),
-      undefined,
-    );
-
     // A rolled-back send leaves nothing and wakes nobody.
     notices.length = 0;
     await t.throwsAsync(
