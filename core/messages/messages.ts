@@ -14,7 +14,7 @@
 import { randomInt } from 'node:crypto';
 import { announce, messageSettledChannel, messagesChannel, mmsChannel } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
-import { appendEvent } from '../events/outbox.ts';
+import { appendEvent, appendEvents, type NewEvent } from '../events/outbox.ts';
 import type { MessageObject } from '../events/types.ts';
 import type { NumberRow, NumberWorkspace } from '../numbers/numbers.ts';
 import { notFound } from '../errors.ts';
@@ -86,17 +86,20 @@ export async function messageStatus(db: Queryable, id: string): Promise<MessageS
   return found.rows[0]?.status;
 }
 
-/** The message's event for its status, if that status is reported (in the number's stream). */
-async function statusEvent(db: Queryable, row: MessageRow, externalWorkspaceId: string): Promise<void> {
-  if (!reportedStatuses.has(row.status)) return;
-  await appendEvent(db, {
+/** The message's event for its status, if that status is reported (in the number's stream); undefined if not. */
+function statusEvent(
+  row: MessageRow,
+  externalWorkspaceId: string,
+): NewEvent<'message.received' | 'message.status'> | undefined {
+  if (!reportedStatuses.has(row.status)) return undefined;
+  return {
     type: row.direction === 'inbound' ? 'message.received' : 'message.status',
     streamId: row.phone_number_id,
     applicationId: row.application_id,
     workspaceId: row.workspace_id,
     externalWorkspaceId,
     fields: { message: messageObject(row) },
-  });
+  };
 }
 
 /** Appends status changes to the messages' histories in one statement, in the order given. */
@@ -238,7 +241,8 @@ export async function recordInboundMessage(
     ],
   );
   const row = inserted.rows[0] as MessageRow;
-  await statusEvent(db, row, input.workspace.externalWorkspaceId);
+  const received = statusEvent(row, input.workspace.externalWorkspaceId);
+  if (received !== undefined) await appendEvent(db, received);
   return row;
 }
 
@@ -297,10 +301,12 @@ export async function settleMessages(db: Queryable, messageIds: readonly string[
   const byNumber = changed.sort(
     (a, b) => a.row.phone_number_id.localeCompare(b.row.phone_number_id) || a.row.id.localeCompare(b.row.id),
   );
-  for (const { row, externalWorkspaceId, steps } of byNumber) {
-    const now = after.get(row.id) ?? row;
-    for (const step of steps) await statusEvent(db, { ...now, ...step }, externalWorkspaceId);
-  }
+  await appendEvents(
+    db,
+    byNumber.flatMap(({ row, externalWorkspaceId, steps }) =>
+      steps.flatMap((step) => statusEvent({ ...(after.get(row.id) ?? row), ...step }, externalWorkspaceId) ?? []),
+    ),
+  );
   // The sends waiting for these messages (api/routes/messages.ts) hear it at commit: one notice per group of ids.
   const settled = updated.rows.filter((row) => row.status !== 'queued' && row.status !== 'sending');
   for (let at = 0; at < settled.length; at += idsPerNotice) {

@@ -12,7 +12,13 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { inTransaction } from '../../core/database.ts';
-import { appendEvent, type AppendedEvent, eventsChannel, type NewEvent } from '../../core/events/outbox.ts';
+import {
+  appendEvent,
+  type AppendedEvent,
+  appendEvents,
+  eventsChannel,
+  type NewEvent,
+} from '../../core/events/outbox.ts';
 import { loadSigningKeys } from '../../core/service-secret.ts';
 import { describeAddress, isPublicAddress } from '../../core/webhooks/address.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -332,6 +338,65 @@ test('appends notify only while no dispatcher is awake; an awake one claims with
   await append(w, agentEvent(w, member));
   await until('the notice came', () => notices === 2);
   t.pass();
+});
+
+test('a group appended in one statement: each stream takes its sequences in order, delivered as single appends are', async (t) => {
+  const w = await world(t);
+  const receiver = await w.receiver();
+  await w.endpoint(receiver.url());
+  // An endpoint of the same application that takes another type only: none of these is queued for it.
+  const elsewhere = await w.receiver();
+  await w.endpoint(elsewhere.url(), ['call.ended']);
+  const listener = new pg.Client({ connectionString: w.service.databaseUrl });
+  await listener.connect();
+  t.teardown(() => listener.end());
+  let notices = 0;
+  listener.on('notification', () => {
+    notices += 1;
+  });
+  await listener.query(`LISTEN ${eventsChannel}`);
+  const [a, b] = [randomUUID(), randomUUID()].sort();
+  // A single append first: the group goes on from its sequence.
+  await append(w, agentEvent(w, a as string, 'a1'));
+  await until('the first notice', () => notices === 1);
+  const group = [
+    agentEvent(w, b as string, 'b1'),
+    agentEvent(w, a as string, 'a2'),
+    agentEvent(w, b as string, 'b2'),
+    agentEvent(w, a as string, 'a3'),
+  ];
+  const appended = await inTransaction(w.service.pool, (db) => appendEvents(db, group));
+  t.deepEqual(
+    appended.map((event) => [event.streamKey, event.sequence]),
+    [
+      [`agent:${b}`, 1],
+      [`agent:${a}`, 2],
+      [`agent:${b}`, 2],
+      [`agent:${a}`, 3],
+    ],
+  );
+  for (const event of appended) {
+    const stored = await w.service.pool.query<{ payload: string }>('SELECT payload FROM events WHERE id = $1', [
+      event.id,
+    ]);
+    t.is(stored.rows[0]?.payload, event.payload);
+    t.like(JSON.parse(event.payload), { id: event.id, sequence: event.sequence, type: 'agent.state_changed' });
+  }
+  // The group's new lane (b) woke the dispatchers once; a's lane was due already.
+  await until('the notice of the group', () => notices === 2);
+  t.is(await pendingDeliveries(w), 5);
+  await w.dispatcher();
+  await until('every event delivered', () => receiver.received.length === 5);
+  t.deepEqual(receiver.sequences(a as string), [1, 2, 3]);
+  t.deepEqual(receiver.sequences(b as string), [1, 2]);
+  t.deepEqual(
+    receiver.received
+      .filter((request) => request.event.agent.memberId === a)
+      .map((request) => request.event.agent.reason),
+    ['a1', 'a2', 'a3'],
+  );
+  t.is(elsewhere.received.length, 0);
+  t.is(notices, 2);
 });
 
 test('during a secret rotation deliveries carry two signatures, then one', async (t) => {
