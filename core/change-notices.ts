@@ -68,7 +68,7 @@ export function parseNotice<T>(payload: string, schema: { Check(value: unknown):
 }
 
 export async function announce(db: Queryable, channel: string, payload: string): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [channel, payload]);
+  await db.query({ name: 'sb-notify', text: 'SELECT pg_notify($1, $2)', values: [channel, payload] });
 }
 
 export class ChangeListener {

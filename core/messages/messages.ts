@@ -320,7 +320,8 @@ const idsPerNotice = 150;
 
 /**
  * The link took parts of these messages: the ones still `queued` are `sending` (a history row each, no event: the
- * status is not reported), locked in id order as `settleMessages` locks them.
+ * status is not reported). Its own statement, after the take: a message it has not reached yet settles through
+ * `sending` all the same (a settle, which locks in id order, finds it `queued`), so a failure here loses nothing.
  */
 export async function markSending(db: Queryable, messageIds: readonly string[]): Promise<void> {
   if (messageIds.length === 0) return;
@@ -328,8 +329,7 @@ export async function markSending(db: Queryable, messageIds: readonly string[]):
     name: 'sb-mark-sending',
     text: `WITH moved AS (
              UPDATE messages SET status = 'sending', updated_at = clock_timestamp()
-              WHERE id IN (SELECT id FROM messages WHERE id = ANY ($1::uuid[]) AND status = 'queued'
-                            ORDER BY id FOR UPDATE)
+              WHERE id = ANY ($1::uuid[]) AND status = 'queued'
              RETURNING id)
            INSERT INTO message_events (message_id, status) SELECT id, 'sending' FROM moved ORDER BY id`,
     values: [[...new Set(messageIds)]],

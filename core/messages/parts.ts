@@ -22,13 +22,14 @@ export async function insertOutboundParts(
   owner: { messageId: string; carrier: string; numberId: string },
   parts: readonly EncodedPart[],
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO message_parts (direction, carrier, message_id, phone_number_id, part_index, part_count, state, bytes,
+  await db.query({
+    name: 'sb-outbound-parts',
+    text: `INSERT INTO message_parts (direction, carrier, message_id, phone_number_id, part_index, part_count, state, bytes,
                                 esm_class, data_coding)
      SELECT 'outbound', $1, $2, $3, part.index, $4, 'waiting', part.bytes, part.esm_class, part.data_coding
        FROM unnest($5::bytea[], $6::smallint[], $7::smallint[]) WITH ORDINALITY
             AS part (bytes, esm_class, data_coding, index)`,
-    [
+    values: [
       owner.carrier,
       owner.messageId,
       owner.numberId,
@@ -37,7 +38,7 @@ export async function insertOutboundParts(
       parts.map((part) => part.esmClass),
       parts.map((part) => part.dataCoding),
     ],
-  );
+  });
 }
 
 /** Writes an MMS' one part `waiting` for the MMS sender (engine/messaging/mms.ts): its content is the message's. */
@@ -102,8 +103,9 @@ export interface PartsSummary {
 }
 
 export async function partsSummary(db: Queryable, messageIds: readonly string[]): Promise<Map<string, PartsSummary>> {
-  const result = await db.query<PartsSummary & { message_id: string }>(
-    `SELECT message_id, count(*)::int AS total,
+  const result = await db.query<PartsSummary & { message_id: string }>({
+    name: 'sb-parts-summary',
+    text: `SELECT message_id, count(*)::int AS total,
             (count(*) FILTER (WHERE state = 'acknowledged'))::int AS acknowledged,
             (count(*) FILTER (WHERE state = 'acknowledged' AND receipt = 'delivered'))::int AS delivered,
             (count(*) FILTER (WHERE attempts > 0))::int AS taken,
@@ -111,8 +113,8 @@ export async function partsSummary(db: Queryable, messageIds: readonly string[])
                FILTER (WHERE error IS NOT NULL AND (state = 'failed' OR receipt = 'failed')))[1] AS error
        FROM message_parts WHERE message_id = ANY ($1::uuid[]) AND direction = 'outbound'
       GROUP BY message_id`,
-    [messageIds],
-  );
+    values: [messageIds],
+  });
   return new Map(result.rows.map(({ message_id: id, ...summary }) => [id, summary]));
 }
 
@@ -137,8 +139,9 @@ export async function takeWaitingParts(
     attempts: number;
     created_at: Date;
     part_index: number;
-  }>(
-    `WITH taken AS (
+  }>({
+    name: 'sb-take-parts',
+    text: `WITH taken AS (
        SELECT id FROM message_parts
         WHERE carrier = $1 AND direction = 'outbound' AND state = 'waiting' AND channel = 'smpp'
           AND (not_before IS NULL OR not_before <= $3)
@@ -149,8 +152,8 @@ export async function takeWaitingParts(
       WHERE p.id = taken.id AND m.id = p.message_id
      RETURNING p.id, p.message_id, m.from_number, m.to_number, p.bytes, p.esm_class, p.data_coding,
                p.attempts - 1 AS attempts, p.created_at, p.part_index`,
-    [carrier, limit, now],
-  );
+    values: [carrier, limit, now],
+  });
   return result.rows
     .sort(
       (a, b) =>
@@ -189,14 +192,15 @@ export async function acknowledgeParts<Id extends string | null = string>(
   const first = new Map<string, Id>();
   for (const { partId, carrierMessageId } of answers) if (!first.has(partId)) first.set(partId, carrierMessageId);
   if (first.size === 0) return [];
-  const result = await db.query<{ id: string; message_id: string; carrier: string; carrier_message_id: Id }>(
-    `UPDATE message_parts p SET state = 'acknowledged', carrier_message_id = answer.carrier_message_id, not_before = NULL,
+  const result = await db.query<{ id: string; message_id: string; carrier: string; carrier_message_id: Id }>({
+    name: 'sb-acknowledge-parts',
+    text: `UPDATE message_parts p SET state = 'acknowledged', carrier_message_id = answer.carrier_message_id, not_before = NULL,
            bytes = ''::bytea
        FROM unnest($1::uuid[], $2::text[]) AS answer (id, carrier_message_id)
       WHERE p.id = answer.id AND p.direction = 'outbound' AND p.state IN ('submitted', 'waiting')
      RETURNING p.id, p.message_id, p.carrier, p.carrier_message_id`,
-    [[...first.keys()], [...first.values()]],
-  );
+    values: [[...first.keys()], [...first.values()]],
+  });
   return result.rows.map((row) => ({
     partId: row.id,
     carrierMessageId: row.carrier_message_id,

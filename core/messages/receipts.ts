@@ -48,11 +48,12 @@ export async function lockCarrierIds(
 ): Promise<void> {
   if (ids.length === 0) return;
   const keys = [...new Set(ids.map(({ carrier, carrierMessageId }) => `smpp-id:${carrier}:${carrierMessageId}`))];
-  await db.query(
-    `SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
+  await db.query({
+    name: 'sb-lock-carrier-ids',
+    text: `SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
        FROM (SELECT key FROM unnest($1::text[]) AS key ORDER BY hashtextextended(key, 0)) AS sorted`,
-    [keys],
-  );
+    values: [keys],
+  });
 }
 
 /** The error a failed receipt records: the carrier's, or one naming the receipt's state. */
@@ -125,11 +126,12 @@ export async function matchWaitingReceipts(
     delivered: boolean;
     state: string;
     error: CarrierError | null;
-  }>(
-    `DELETE FROM message_receipts WHERE carrier = $1 AND carrier_message_id = ANY ($2::text[])
+  }>({
+    name: 'sb-match-receipts',
+    text: `DELETE FROM message_receipts WHERE carrier = $1 AND carrier_message_id = ANY ($2::text[])
      RETURNING carrier_message_id, delivered, state, error`,
-    [carrier, [...new Set(carrierMessageIds)]],
-  );
+    values: [carrier, [...new Set(carrierMessageIds)]],
+  });
   for (const { carrier_message_id: carrierMessageId, ...waiting } of taken.rows) {
     await applyReceipt(db, carrier, { carrierMessageId, ...waiting });
   }
