@@ -119,6 +119,11 @@ export class NoticeWaiters {
     return this.listener.close();
   }
 
+  /** True while a request watches `key`. */
+  watching(key: string): boolean {
+    return this.waiters.has(key);
+  }
+
   /** Starts watching `key`: read after this, so that a change between the read and the wait is not missed. */
   watch(key: string): NoticeWatch {
     const set = this.waiters.get(key) ?? new Set();

@@ -27,6 +27,7 @@ import {
   messageStatus,
   statusHistoryJson,
 } from '../../core/messages/messages.ts';
+import { parseSettledNotice, type SettledMessage } from '../../core/messages/statuses.ts';
 import { claimDedupeHash, dedupeHash, duplicateWindowMs, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
 import { checkMedia, MediaError, mediaDefaults } from '../../core/messages/media.ts';
 import { isOptedOut } from '../../core/messages/opt-outs.ts';
@@ -118,17 +119,25 @@ function refusedByCarrier(message: Awaited<ReturnType<typeof getMessage>>): bool
 /**
  * The send's answer once written: the carrier's refusal (422 `message_rejected`) if it comes within the wait, else
  * the message as it is then. `watch` was taken before the message was committed, so no notice of it is missed:
- * it waits first and reads once woken, holding a connection only for each short read.
+ * it waits first; woken by the link's notice that the message was taken (`sent`, `delivered`), it answers from the
+ * notice, else it reads, holding a connection only for each short read.
  */
 async function carrierOutcome(
   services: Services,
-  watch: NoticeWatch,
+  { watch, heard }: { watch: NoticeWatch; heard: Map<string, SettledMessage> },
   written: MessageRow,
   until: number,
 ): Promise<Answer> {
   try {
     for (;;) {
       await watch.next(Math.max(until - Date.now(), 0));
+      const notice = heard.get(written.id);
+      if (notice !== undefined && notice.status !== 'failed') {
+        return {
+          status: 202,
+          body: messageJson({ ...written, status: notice.status, updated_at: new Date(notice.at) }),
+        };
+      }
       const message = await getMessage(services.pool, written.workspace_id, written.id);
       if (refusedByCarrier(message)) {
         const error = message.error ?? { code: 'unknown', message: 'no reason given' };
@@ -145,6 +154,7 @@ async function carrierOutcome(
     }
   } finally {
     watch.stop();
+    heard.delete(written.id);
   }
 }
 
@@ -173,11 +183,21 @@ async function mmsMedia(
 }
 
 export function messageRoutes(app: FastifyInstance, services: Services) {
-  // Waiting sends hear that their message left `queued`/`sending` through one listening connection per process.
-  const settled = new NoticeWaiters(
+  // Waiting sends hear that their message left `queued`/`sending` through one listening connection per process. The
+  // notice names the status reached and when: a send that was taken answers from it with no read (the refusals,
+  // rare, are read for their error and history).
+  const heard = new Map<string, SettledMessage>();
+  const settled: NoticeWaiters = new NoticeWaiters(
     services.databaseUrl,
     messageSettledChannel,
-    (ids) => ids.split(','),
+    (payload) => {
+      for (const message of parseSettledNotice(payload)) {
+        if (settled.watching(message.id)) heard.set(message.id, message);
+      }
+      // Every entry's id wakes its send (one that names no status, as an engine of the version before sends it,
+      // makes the send read).
+      return payload.split(',').map((entry) => entry.split(' ')[0] as string);
+    },
     (message) => app.log.warn(message),
   );
   app.addHook('onReady', () => settled.start());
@@ -258,7 +278,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
           withinMs: carrierWaitMs,
           finish: () => {
             clearTimeout(forgotten);
-            return carrierOutcome(services, watch, row, started + carrierWaitMs);
+            return carrierOutcome(services, { watch, heard }, row, started + carrierWaitMs);
           },
         },
       };

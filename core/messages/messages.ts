@@ -22,7 +22,14 @@ import { keysetPage, type PageWindow } from '../rows.ts';
 import { encodeText } from './encoding.ts';
 import type { CarrierError } from './link-store.ts';
 import { insertMmsPart, insertOutboundParts, partsSummary } from './parts.ts';
-import { lastStep, type MessageStatus, reportedStatuses, type StatusStep, statusSteps } from './statuses.ts';
+import {
+  lastStep,
+  type MessageStatus,
+  reportedStatuses,
+  settledNotices,
+  type StatusStep,
+  statusSteps,
+} from './statuses.ts';
 
 export type { MessageStatus } from './statuses.ts';
 
@@ -308,15 +315,11 @@ export async function settleMessages(db: Queryable, messageIds: readonly string[
     ),
   );
   // The sends waiting for these messages (api/routes/messages.ts) hear it at commit: one notice per group of ids.
-  const settled = updated.rows.filter((row) => row.status !== 'queued' && row.status !== 'sending');
-  for (let at = 0; at < settled.length; at += idsPerNotice) {
-    const ids = settled.slice(at, at + idsPerNotice).map((row) => row.id);
-    await announce(db, messageSettledChannel, ids.join(','));
-  }
+  const settled = updated.rows
+    .filter((row) => row.status !== 'queued' && row.status !== 'sending')
+    .map((row) => ({ id: row.id, status: row.status, at: row.updated_at.getTime() }));
+  for (const payload of settledNotices(settled)) await announce(db, messageSettledChannel, payload);
 }
-
-/** The most message ids one settled notice names (a notice's payload holds fewer than 8,000 bytes). */
-const idsPerNotice = 150;
 
 /**
  * The link took parts of these messages: the ones still `queued` are `sending` (a history row each, no event: the

@@ -43,3 +43,37 @@ export function statusSteps(status: MessageStatus, parts: PartsSummary): StatusS
   }
   return steps;
 }
+
+/** A message a settling group moved out of `queued`/`sending`, as its notice names it: its status then, and when. */
+export interface SettledMessage {
+  id: string;
+  status: MessageStatus;
+  /** Its `updated_at`, in milliseconds since the epoch. */
+  at: number;
+}
+
+/** The most messages one settled notice names (a notice's payload holds fewer than 8,000 bytes). */
+const settledPerNotice = 100;
+const settledEntry = /^([0-9a-f-]{36}) (sent|delivered|failed) (\d{1,15})$/;
+
+/** The payloads of the notices naming `settled`: `<id> <status> <ms>` entries, comma-separated. */
+export function settledNotices(settled: readonly SettledMessage[]): string[] {
+  const payloads: string[] = [];
+  for (let at = 0; at < settled.length; at += settledPerNotice) {
+    payloads.push(
+      settled
+        .slice(at, at + settledPerNotice)
+        .map((message) => `${message.id} ${message.status} ${message.at}`)
+        .join(','),
+    );
+  }
+  return payloads;
+}
+
+/** The messages a settled notice names; entries that are not well formed are left out. */
+export function parseSettledNotice(payload: string): SettledMessage[] {
+  return payload.split(',').flatMap((entry) => {
+    const match = settledEntry.exec(entry);
+    return match === null ? [] : [{ id: match[1] as string, status: match[2] as MessageStatus, at: Number(match[3]) }];
+  });
+}
