@@ -30,7 +30,6 @@ import {
 import { parseSettledNotice, type SettledMessage } from '../../core/messages/statuses.ts';
 import { claimDedupeHash, dedupeHash, duplicateWindowMs, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
 import { checkMedia, MediaError, mediaDefaults } from '../../core/messages/media.ts';
-import { isOptedOut } from '../../core/messages/opt-outs.ts';
 import { carrierTakesMms } from '../../core/carriers/messaging.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import { actorOf } from '../auth.ts';
@@ -233,15 +232,20 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
           `${sender.number.e164}'s texting registration is ${sender.registration}: only approved numbers send`,
         );
       }
-      if (await isOptedOut(context.db, sender.number.id, to)) {
+      const hash = dedupeHash({ from: sender.number.e164, to, text, mediaUrls });
+      const messageId = randomUUID();
+      // One statement claims the hash and reads the opt-out; the refusals still come in the design's order.
+      const { earlier, optedOut } = await claimDedupeHash(context.db, hash, {
+        messageId,
+        numberId: sender.number.id,
+        to,
+      });
+      if (optedOut) {
         throw new ApiError(
           'recipient_opted_out',
           `${to} opted out of messages from ${sender.number.e164}; nothing sent`,
         );
       }
-      const hash = dedupeHash({ from: sender.number.e164, to, text, mediaUrls });
-      const messageId = randomUUID();
-      const earlier = await claimDedupeHash(context.db, hash, messageId);
       if (earlier !== undefined) {
         // A failed message never reached the peer: sending it again is no duplicate.
         if (earlier.recent && (await messageStatus(context.db, earlier.messageId)) !== 'failed') {

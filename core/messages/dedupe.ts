@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../database.ts';
+import { optedOutExpression } from './opt-outs.ts';
 
 /** The window within which the same message sent again is `message_conflict` (docs/messaging.md, "Sending"). */
 export const duplicateWindowMs = 60_000;
@@ -26,24 +27,28 @@ export interface EarlierSend {
 
 /**
  * Claims `hash` for the message `messageId` is about to be (written in this transaction), holding the hash's row
- * until commit. Undefined when the hash is new; else the earlier send, whose row this transaction now holds: the
- * caller answers `message_conflict` or takes the row over (`takeOverDedupeHash`).
+ * until commit, and reads in the same statement whether the recipient opted out of the number (core/messages/
+ * opt-outs.ts). `earlier` is undefined when the hash is new; else the earlier send, whose row this transaction now
+ * holds: the caller answers `message_conflict` or takes the row over (`takeOverDedupeHash`).
  */
 export async function claimDedupeHash(
   db: Queryable,
   hash: string,
-  messageId: string,
-): Promise<EarlierSend | undefined> {
-  const result = await db.query<{ message_id: string; at: Date; recent: boolean }>({
+  send: { messageId: string; numberId: string; to: string },
+): Promise<{ earlier: EarlierSend | undefined; optedOut: boolean }> {
+  const result = await db.query<{ message_id: string; at: Date; recent: boolean; opted_out: boolean }>({
     name: 'sb-dedupe-claim',
-    text: `INSERT INTO message_dedupe AS d (hash, message_id) VALUES ($1, $2)
-           ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash
-           RETURNING message_id, at, at >= clock_timestamp() - make_interval(secs => $3) AS recent`,
-    values: [hash, messageId, duplicateWindowMs / 1000],
+    text: `WITH claim AS (
+             INSERT INTO message_dedupe AS d (hash, message_id) VALUES ($1, $2)
+             ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash
+             RETURNING message_id, at, at >= clock_timestamp() - make_interval(secs => $3) AS recent)
+           SELECT claim.*, ${optedOutExpression(4, 5)} AS opted_out FROM claim`,
+    values: [hash, send.messageId, duplicateWindowMs / 1000, send.numberId, send.to],
   });
-  const row = result.rows[0];
-  if (row === undefined || row.message_id === messageId) return undefined;
-  return { messageId: row.message_id, at: row.at, recent: row.recent };
+  const row = result.rows[0] as { message_id: string; at: Date; recent: boolean; opted_out: boolean };
+  const earlier =
+    row.message_id === send.messageId ? undefined : { messageId: row.message_id, at: row.at, recent: row.recent };
+  return { earlier, optedOut: row.opted_out };
 }
 
 /** The hash's row (claimed in this transaction) now names `messageId`, sent now: the earlier send was no duplicate. */

@@ -21,7 +21,7 @@ import { notFound } from '../errors.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 import { encodeText } from './encoding.ts';
 import type { CarrierError } from './link-store.ts';
-import { insertMmsPart, insertOutboundParts, partsSummary } from './parts.ts';
+import { insertMmsPart, outboundPartsCte, outboundPartsValues, partsSummary } from './parts.ts';
 import {
   lastStep,
   type MessageStatus,
@@ -158,8 +158,8 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
   const mms = (input.media ?? []).length > 0;
   const parts = mms || input.text === '' ? [] : encodeText(input.text, randomInt(256));
   if (parts.length === 0 && !mms) throw new Error('an outbound message needs text or media');
-  // The message, its first history row (`queued` is not reported: no event) and the notice that wakes the number's
-  // carrier's SMPP link (an MMS: the MMS senders) at commit, in one statement.
+  // The message, its SMS parts, its first history row (`queued` is not reported: no event) and the notice that wakes
+  // the number's carrier's SMPP link (an MMS: the MMS senders) at commit, in one statement.
   const inserted = await db.query<MessageRow>({
     name: 'sb-outbound-message',
     text: `WITH message AS (
@@ -168,7 +168,8 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
              VALUES (coalesce($13::uuid, gen_random_uuid()), $1, $2, $3, 'outbound', $4, $5, $6, $7, 'queued', $8, $9,
                      $10)
              RETURNING ${messageColumns}),
-           history AS (INSERT INTO message_events (message_id, status) SELECT id, status FROM message)
+           history AS (INSERT INTO message_events (message_id, status) SELECT id, status FROM message),
+           ${outboundPartsCte(14)}
            SELECT message.*, pg_notify($11, $12) FROM message`,
     values: [
       input.workspace.applicationId,
@@ -184,12 +185,11 @@ export async function createOutboundMessage(db: Queryable, input: NewOutboundMes
       mms ? mmsChannel : messagesChannel,
       input.number.carrier,
       input.id ?? null,
+      ...outboundPartsValues(input.number.carrier, parts),
     ],
   });
   const { pg_notify: _notified, ...row } = inserted.rows[0] as MessageRow & { pg_notify: unknown };
-  const owner = { messageId: row.id, carrier: input.number.carrier, numberId: input.number.id };
-  if (mms) await insertMmsPart(db, owner);
-  else await insertOutboundParts(db, owner, parts);
+  if (mms) await insertMmsPart(db, { messageId: row.id, carrier: input.number.carrier, numberId: input.number.id });
   return row;
 }
 

@@ -5,6 +5,15 @@
  */
 import type { Queryable } from '../database.ts';
 
+/**
+ * Whether the peer opted out of the number, as an expression of another statement (operation 67's duplicate check
+ * reads it with its claim, core/messages/dedupe.ts): the number's id and the peer are its parameters `numberAt` and
+ * `peerAt`.
+ */
+export function optedOutExpression(numberAt: number, peerAt: number): string {
+  return `EXISTS (SELECT 1 FROM opt_outs WHERE phone_number_id = $${numberAt}::uuid AND peer = $${peerAt}::text)`;
+}
+
 /** Whether `peer` opted out of the number's messages. */
 export async function isOptedOut(db: Queryable, phoneNumberId: string, peer: string): Promise<boolean> {
   const found = await db.query({

@@ -16,29 +16,30 @@ import type { Queryable } from '../database.ts';
 import type { EncodedPart } from './encoding.ts';
 import type { CarrierError, OutboundPart } from './link-store.ts';
 
-/** Writes a message's parts `waiting`, in order. */
-export async function insertOutboundParts(
-  db: Queryable,
-  owner: { messageId: string; carrier: string; numberId: string },
-  parts: readonly EncodedPart[],
-): Promise<void> {
-  await db.query({
-    name: 'sb-outbound-parts',
-    text: `INSERT INTO message_parts (direction, carrier, message_id, phone_number_id, part_index, part_count, state, bytes,
-                                esm_class, data_coding)
-     SELECT 'outbound', $1, $2, $3, part.index, $4, 'waiting', part.bytes, part.esm_class, part.data_coding
-       FROM unnest($5::bytea[], $6::smallint[], $7::smallint[]) WITH ORDINALITY
-            AS part (bytes, esm_class, data_coding, index)`,
-    values: [
-      owner.carrier,
-      owner.messageId,
-      owner.numberId,
-      parts.length,
-      parts.map((part) => part.bytes),
-      parts.map((part) => part.esmClass),
-      parts.map((part) => part.dataCoding),
-    ],
-  });
+/**
+ * The outbound SMS parts of a message, as the CTE `parts` of the statement that writes the message
+ * (core/messages/messages.ts `createOutboundMessage`, one statement for both): `message` is that statement's CTE of
+ * the message row, and the carrier and the parts' bytes, esm_class and data_coding are its parameters from number
+ * `at` on (`outboundPartsValues`, in that order). No parts (an MMS, whose one part is `insertMmsPart`'s) insert none.
+ */
+export function outboundPartsCte(at: number): string {
+  return `parts AS (
+       INSERT INTO message_parts (direction, carrier, message_id, phone_number_id, part_index, part_count, state, bytes,
+                                  esm_class, data_coding)
+       SELECT 'outbound', $${at}, message.id, message.phone_number_id, part.index, cardinality($${at + 1}::bytea[]),
+              'waiting', part.bytes, part.esm_class, part.data_coding
+         FROM message, unnest($${at + 1}::bytea[], $${at + 2}::smallint[], $${at + 3}::smallint[]) WITH ORDINALITY
+              AS part (bytes, esm_class, data_coding, index))`;
+}
+
+/** The parameters of `outboundPartsCte`, in its order. */
+export function outboundPartsValues(carrier: string, parts: readonly EncodedPart[]): unknown[] {
+  return [
+    carrier,
+    parts.map((part) => part.bytes),
+    parts.map((part) => part.esmClass),
+    parts.map((part) => part.dataCoding),
+  ];
 }
 
 /** Writes an MMS' one part `waiting` for the MMS sender (engine/messaging/mms.ts): its content is the message's. */

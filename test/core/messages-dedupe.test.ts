@@ -6,9 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { inTransaction } from '../../core/database.ts';
+import { inTransaction, type Queryable } from '../../core/database.ts';
 import { claimDedupeHash, dedupeHash, dropStaleDedupe, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
-import { type MessagesDatabase, messagesDatabase } from '../helpers/messages.ts';
+import { optOut } from '../../core/messages/opt-outs.ts';
+import { type MessagesDatabase, messagesDatabase, textingSetup } from '../helpers/messages.ts';
 import { until } from '../helpers/until.ts';
 
 let db: MessagesDatabase;
@@ -22,6 +23,9 @@ test.after.always(async () => {
 });
 
 const newHash = () => dedupeHash({ from: '+14155550100', to: '+14155550123', text: randomUUID() });
+/** The earlier send a claim finds (the opt-out it reads is another test's). */
+const claim = async (db: Queryable, hash: string, messageId: string) =>
+  (await claimDedupeHash(db, hash, { messageId, numberId: randomUUID(), to: '+14155550123' })).earlier;
 
 test('the hash is the same for the same send only', (t) => {
   const send = { from: '+14155550100', to: '+14155550123', text: 'Hi', mediaUrls: ['https://a.example/1.png'] };
@@ -34,24 +38,24 @@ test('the hash is the same for the same send only', (t) => {
 test('a new hash is claimed; the same hash again answers the earlier send, recent; taken over, it names the new one', async (t) => {
   const hash = newHash();
   const first = randomUUID();
-  t.is(await inTransaction(db.pool, (tx) => claimDedupeHash(tx, hash, first)), undefined);
+  t.is(await inTransaction(db.pool, (tx) => claim(tx, hash, first)), undefined);
   const second = randomUUID();
   const earlier = await inTransaction(db.pool, async (tx) => {
-    const found = await claimDedupeHash(tx, hash, second);
+    const found = await claim(tx, hash, second);
     await takeOverDedupeHash(tx, hash, second);
     return found;
   });
   t.like(earlier, { messageId: first, recent: true });
   t.true(earlier !== undefined && Math.abs(earlier.at.getTime() - Date.now()) < 60_000);
-  t.like(await inTransaction(db.pool, (tx) => claimDedupeHash(tx, hash, randomUUID())), { messageId: second });
+  t.like(await inTransaction(db.pool, (tx) => claim(tx, hash, randomUUID())), { messageId: second });
 });
 
 test('past the window the earlier send is not recent, and the sweep drops it', async (t) => {
   const hash = newHash();
   const old = randomUUID();
-  await inTransaction(db.pool, (tx) => claimDedupeHash(tx, hash, old));
+  await inTransaction(db.pool, (tx) => claim(tx, hash, old));
   await db.pool.query(`UPDATE message_dedupe SET at = at - interval '61 seconds' WHERE hash = $1`, [hash]);
-  t.like(await inTransaction(db.pool, (tx) => claimDedupeHash(tx, hash, randomUUID())), {
+  t.like(await inTransaction(db.pool, (tx) => claim(tx, hash, randomUUID())), {
     messageId: old,
     recent: false,
   });
@@ -67,9 +71,9 @@ test('two sends of one message at once: the second waits for the first and sees 
     const holder = await db.pool.connect();
     try {
       await holder.query('BEGIN');
-      t.is(await claimDedupeHash(holder, hash, first), undefined);
+      t.is(await claim(holder, hash, first), undefined);
       let decided = false;
-      const second = inTransaction(db.pool, (tx) => claimDedupeHash(tx, hash, randomUUID())).then((found) => {
+      const second = inTransaction(db.pool, (tx) => claim(tx, hash, randomUUID())).then((found) => {
         decided = true;
         return found;
       });
@@ -90,4 +94,16 @@ test('two sends of one message at once: the second waits for the first and sees 
       holder.release();
     }
   }
+});
+
+test('the claim reads whether the recipient opted out of the number', async (t) => {
+  const setup = await textingSetup(db.pool);
+  const peer = '+14155550199';
+  const send = () =>
+    inTransaction(db.pool, (tx) =>
+      claimDedupeHash(tx, newHash(), { messageId: randomUUID(), numberId: setup.number.id, to: peer }),
+    );
+  t.like(await send(), { earlier: undefined, optedOut: false });
+  await optOut(db.pool, { workspaceId: setup.workspace.id, phoneNumberId: setup.number.id, peer, keyword: 'STOP' });
+  t.like(await send(), { earlier: undefined, optedOut: true });
 });
