@@ -7,9 +7,6 @@
  * `delivered` once every one has a delivered receipt, `failed` at the first refusal or failed receipt. A message's
  * statements are few and mostly prepared: every one counts at hundreds of messages a second (docs/messaging.md,
  * "Measured").
- *
- * Longer than 400 lines because the two tables keep one home: outbound and inbound records, their settling, the
- * duplicate check, reads and lists.
  */
 import { randomInt } from 'node:crypto';
 import { announce, messageSettledChannel, messagesChannel, mmsChannel } from '../change-notices.ts';
@@ -107,26 +104,6 @@ function statusEvent(
     externalWorkspaceId,
     fields: { message: messageObject(row) },
   };
-}
-
-/** Appends status changes to the messages' histories in one statement, in the order given. */
-async function insertHistory(
-  db: Queryable,
-  changes: ReadonlyArray<{ messageId: string; status: MessageStatus; error: CarrierError | null }>,
-): Promise<void> {
-  if (changes.length === 0) return;
-  await db.query({
-    name: 'sb-message-history',
-    text: `INSERT INTO message_events (message_id, status, error)
-           SELECT change.id, change.status, change.error
-             FROM unnest($1::uuid[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS change (id, status, error, n)
-            ORDER BY change.n`,
-    values: [
-      changes.map((change) => change.messageId),
-      changes.map((change) => change.status),
-      changes.map((change) => (change.error === null ? null : JSON.stringify(change.error))),
-    ],
-  });
 }
 
 export interface NewOutboundMessage {
@@ -282,26 +259,32 @@ export async function settleMessages(db: Queryable, messageIds: readonly string[
     if (steps.length > 0) changed.push({ row, externalWorkspaceId, steps });
   }
   if (changed.length === 0) return;
+  // The messages' new statuses and every status passed on the way (their history rows), in one statement.
+  const history = changed.flatMap(({ row, steps }) => steps.map((step) => ({ messageId: row.id, ...step })));
+  const jsonOf = (error: CarrierError | null) => (error === null ? null : JSON.stringify(error));
   const updated = await db.query<MessageRow>({
     name: 'sb-settle-messages',
-    text: `UPDATE messages m SET status = change.status, error = change.error, updated_at = clock_timestamp()
-             FROM unnest($1::uuid[], $2::text[], $3::jsonb[]) AS change (id, status, error)
-            WHERE m.id = change.id
-           RETURNING ${messageColumns.replace(/(\w+)/g, 'm.$1')}`,
+    text: `WITH updated AS (
+             UPDATE messages m SET status = change.status, error = change.error, updated_at = clock_timestamp()
+               FROM unnest($1::uuid[], $2::text[], $3::jsonb[]) AS change (id, status, error)
+              WHERE m.id = change.id
+             RETURNING ${messageColumns.replace(/(\w+)/g, 'm.$1')}),
+           history AS (
+             INSERT INTO message_events (message_id, status, error)
+             SELECT change.id, change.status, change.error
+               FROM unnest($4::uuid[], $5::text[], $6::jsonb[]) WITH ORDINALITY AS change (id, status, error, n)
+              ORDER BY change.n)
+           SELECT * FROM updated`,
     values: [
       changed.map(({ row }) => row.id),
       changed.map(({ steps }) => lastStep(steps).status),
-      changed.map(({ steps }) => {
-        const { error } = lastStep(steps);
-        return error === null ? null : JSON.stringify(error);
-      }),
+      changed.map(({ steps }) => jsonOf(lastStep(steps).error)),
+      history.map((change) => change.messageId),
+      history.map((change) => change.status),
+      history.map((change) => jsonOf(change.error)),
     ],
   });
   const after = new Map(updated.rows.map((row) => [row.id, row]));
-  await insertHistory(
-    db,
-    changed.flatMap(({ row, steps }) => steps.map((step) => ({ messageId: row.id, ...step }))),
-  );
   // Each reported status is an event in its number's stream, whose row stays locked until commit: the numbers are
   // taken in one order, so two transactions settling messages of several numbers (a take, a group of answers) never
   // wait on each other in a circle.
