@@ -11,7 +11,7 @@ import type { CarrierError, DeliveryReceipt } from './link-store.ts';
 import { answerKeyword, lockPeer } from './inbound.ts';
 import { type Media, recentInboundMessageId, recordInboundMessage, settleMessages } from './messages.ts';
 import { acknowledgeParts, failPart, type MmsPart, retryPart, takeMmsParts } from './parts.ts';
-import { isRecordableReceipt, lockCarrierId, matchWaitingReceipts, recordReceipt } from './receipts.ts';
+import { isRecordableReceipt, matchWaitingReceipts, recordReceipt } from './receipts.ts';
 
 export type { MmsPart } from './parts.ts';
 
@@ -47,9 +47,9 @@ export function openMmsQueue(pool: pg.Pool, now: () => Date = () => new Date()):
     },
     async sent(partId, carrierMessageId) {
       await inTransaction(pool, async (db) => {
+        // The part and its id's lock (where a status callback that came first meets it) in one statement.
         const [part] = await acknowledgeParts(db, [{ partId, carrierMessageId }]);
         if (part === undefined) return;
-        if (carrierMessageId !== null) await lockCarrierId(db, part.carrier, carrierMessageId);
         await settleMessages(db, [part.messageId]);
         // A status callback may have come before the answer (as an SMPP receipt can overtake its submit_sm_resp).
         if (carrierMessageId !== null) await matchWaitingReceipts(db, part.carrier, [carrierMessageId]);

@@ -181,25 +181,41 @@ export interface PartAnswer {
 }
 
 /**
+ * The advisory lock where a part's answer and a receipt of its carrier id meet (core/messages/receipts.ts): its key,
+ * for JavaScript and as SQL over a carrier and a carrier id column.
+ */
+export const carrierIdLockKey = (carrier: string, carrierMessageId: string) => `smpp-id:${carrier}:${carrierMessageId}`;
+const carrierIdLockKeySql = (carrier: string, carrierMessageId: string) =>
+  `hashtextextended('smpp-id:' || ${carrier} || ':' || ${carrierMessageId}, 0)`;
+
+/**
  * Records the carrier's ids for parts it took, in one statement (the link's answers come in groups: core/messages/
- * store.ts); the parts this changed, with their message and carrier (a part already answered, or refused, stays as
- * it is; a part answered twice in `answers` keeps its first id).
+ * store.ts): each part `acknowledged` with its id and its bytes emptied (a part already answered, or refused, stays as
+ * it is; a part answered twice in `answers` keeps its first id); the parts this changed come back with their message
+ * and carrier. In the same statement it takes the meeting locks of the carrier ids answered (in one order, so that
+ * two takers never wait in a circle), held until commit: what the caller reads after this (the receipts that
+ * overtook these answers) sees every receipt that a transaction holding one of those locks committed.
  */
 export async function acknowledgeParts<Id extends string | null = string>(
   db: Queryable,
   answers: readonly { partId: string; carrierMessageId: Id }[],
 ): Promise<Array<{ partId: string; carrierMessageId: Id; messageId: string; carrier: string }>> {
-  // An MMS carrier may answer without an id (null): its part is acknowledged all the same.
+  // An MMS carrier may answer without an id (null): its part is acknowledged all the same, with no lock to take.
   const first = new Map<string, Id>();
   for (const { partId, carrierMessageId } of answers) if (!first.has(partId)) first.set(partId, carrierMessageId);
   if (first.size === 0) return [];
+  const key = carrierIdLockKeySql('acked.carrier', 'acked.carrier_message_id');
   const result = await db.query<{ id: string; message_id: string; carrier: string; carrier_message_id: Id }>({
     name: 'sb-acknowledge-parts',
-    text: `UPDATE message_parts p SET state = 'acknowledged', carrier_message_id = answer.carrier_message_id, not_before = NULL,
-           bytes = ''::bytea
-       FROM unnest($1::uuid[], $2::text[]) AS answer (id, carrier_message_id)
-      WHERE p.id = answer.id AND p.direction = 'outbound' AND p.state IN ('submitted', 'waiting')
-     RETURNING p.id, p.message_id, p.carrier, p.carrier_message_id`,
+    text: `WITH acked AS (
+             UPDATE message_parts p SET state = 'acknowledged', carrier_message_id = answer.carrier_message_id,
+                    not_before = NULL, bytes = ''::bytea
+               FROM unnest($1::uuid[], $2::text[]) AS answer (id, carrier_message_id)
+              WHERE p.id = answer.id AND p.direction = 'outbound' AND p.state IN ('submitted', 'waiting')
+             RETURNING p.id, p.message_id, p.carrier, p.carrier_message_id)
+           SELECT acked.*,
+                  CASE WHEN acked.carrier_message_id IS NOT NULL THEN pg_advisory_xact_lock(${key}) END AS locked
+             FROM acked ORDER BY ${key} NULLS FIRST`,
     values: [[...first.keys()], [...first.values()]],
   });
   return result.rows.map((row) => ({

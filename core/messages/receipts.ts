@@ -9,7 +9,7 @@ import type pg from 'pg';
 import type { Queryable } from '../database.ts';
 import type { CarrierError, DeliveryReceipt } from './link-store.ts';
 import { settleMessages } from './messages.ts';
-import { partByCarrierId, setPartReceipt } from './parts.ts';
+import { carrierIdLockKey, partByCarrierId, setPartReceipt } from './parts.ts';
 
 /** How long a receipt waits for its part's answer before it is dropped. */
 export const receiptKeptMs = 7 * 24 * 3600_000;
@@ -41,13 +41,16 @@ export async function lockCarrierId(db: Queryable, carrier: string, carrierMessa
   await lockCarrierIds(db, [{ carrier, carrierMessageId }]);
 }
 
-/** `lockCarrierId` for several ids in one statement, taken in one order so that two takers never wait in a circle. */
+/**
+ * `lockCarrierId` for several ids in one statement, taken in one order so that two takers never wait in a circle (the
+ * answers take theirs with their acknowledgement: parts.ts `acknowledgeParts`).
+ */
 export async function lockCarrierIds(
   db: Queryable,
   ids: ReadonlyArray<{ carrier: string; carrierMessageId: string }>,
 ): Promise<void> {
   if (ids.length === 0) return;
-  const keys = [...new Set(ids.map(({ carrier, carrierMessageId }) => `smpp-id:${carrier}:${carrierMessageId}`))];
+  const keys = [...new Set(ids.map(({ carrier, carrierMessageId }) => carrierIdLockKey(carrier, carrierMessageId)))];
   await db.query({
     name: 'sb-lock-carrier-ids',
     text: `SELECT pg_advisory_xact_lock(hashtextextended(key, 0))

@@ -22,7 +22,7 @@ import {
   retryPart,
   takeWaitingParts,
 } from './parts.ts';
-import { isRecordableReceipt, lockCarrierIds, matchWaitingReceipts, recordReceipt } from './receipts.ts';
+import { isRecordableReceipt, matchWaitingReceipts, recordReceipt } from './receipts.ts';
 
 export interface LinkStoreOptions {
   /** The pool's database, for the LISTEN connection (default: the pool's connection string). */
@@ -42,9 +42,9 @@ const mostAnswersAtOnce = 200;
  * that overtook them.
  */
 async function recordAnswers(db: pg.PoolClient, answers: readonly PartAnswer[]): Promise<void> {
+  // The parts and the ids' locks in one statement.
   const parts = await acknowledgeParts(db, answers);
   if (parts.length === 0) return;
-  await lockCarrierIds(db, parts);
   await settleMessages(
     db,
     parts.map((part) => part.messageId),
