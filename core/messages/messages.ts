@@ -305,22 +305,18 @@ export async function settleMessages(db: Queryable, messageIds: readonly string[
 }
 
 /**
- * The link took parts of these messages: the ones still `queued` are `sending` (a history row each, no event: the
- * status is not reported). Its own statement, after the take: a message it has not reached yet settles through
- * `sending` all the same (a settle, which locks in id order, finds it `queued`), so a failure here loses nothing.
+ * CTEs for the statement that takes parts (core/messages/parts.ts `takeWaitingParts`, whose CTE `parts` they read):
+ * the messages of the parts taken that are still `queued` are `sending`, with a history row each (no event: the
+ * status is not reported), as the take commits.
  */
-export async function markSending(db: Queryable, messageIds: readonly string[]): Promise<void> {
-  if (messageIds.length === 0) return;
-  await db.query({
-    name: 'sb-mark-sending',
-    text: `WITH moved AS (
-             UPDATE messages SET status = 'sending', updated_at = clock_timestamp()
-              WHERE id = ANY ($1::uuid[]) AND status = 'queued'
-             RETURNING id)
-           INSERT INTO message_events (message_id, status) SELECT id, 'sending' FROM moved ORDER BY id`,
-    values: [[...new Set(messageIds)]],
-  });
-}
+export const markSending = {
+  name: 'sending',
+  ctes: `moved AS (
+       UPDATE messages SET status = 'sending', updated_at = clock_timestamp()
+        WHERE id IN (SELECT message_id FROM parts) AND status = 'queued'
+       RETURNING id),
+     sending_history AS (INSERT INTO message_events (message_id, status) SELECT id, 'sending' FROM moved ORDER BY id)`,
+};
 
 export interface StatusChange {
   status: MessageStatus;

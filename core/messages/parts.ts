@@ -128,6 +128,8 @@ export async function takeWaitingParts(
   carrier: string,
   limit: number,
   now: Date,
+  /** CTEs of another table's module over the parts taken (the CTE `parts`), run in the same statement. */
+  also?: { name: string; ctes: string },
 ): Promise<OutboundPart[]> {
   const result = await db.query<{
     id: string;
@@ -141,18 +143,20 @@ export async function takeWaitingParts(
     created_at: Date;
     part_index: number;
   }>({
-    name: 'sb-take-parts',
+    name: also === undefined ? 'sb-take-parts' : `sb-take-parts-${also.name}`,
     text: `WITH taken AS (
        SELECT id FROM message_parts
         WHERE carrier = $1 AND direction = 'outbound' AND state = 'waiting' AND channel = 'smpp'
           AND (not_before IS NULL OR not_before <= $3)
         ORDER BY created_at, message_id, part_index
-        LIMIT $2 FOR UPDATE SKIP LOCKED)
-     UPDATE message_parts p SET state = 'submitted', attempts = p.attempts + 1, submitted_at = $3, not_before = NULL
-       FROM taken, messages m
-      WHERE p.id = taken.id AND m.id = p.message_id
-     RETURNING p.id, p.message_id, m.from_number, m.to_number, p.bytes, p.esm_class, p.data_coding,
-               p.attempts - 1 AS attempts, p.created_at, p.part_index`,
+        LIMIT $2 FOR UPDATE SKIP LOCKED),
+     parts AS (
+       UPDATE message_parts p SET state = 'submitted', attempts = p.attempts + 1, submitted_at = $3, not_before = NULL
+         FROM taken, messages m
+        WHERE p.id = taken.id AND m.id = p.message_id
+       RETURNING p.id, p.message_id, m.from_number, m.to_number, p.bytes, p.esm_class, p.data_coding,
+                 p.attempts - 1 AS attempts, p.created_at, p.part_index)${also === undefined ? '' : `,\n${also.ctes}`}
+     SELECT * FROM parts`,
     values: [carrier, limit, now],
   });
   return result.rows

@@ -127,16 +127,9 @@ export function openLinkStore(
   };
 
   return {
-    async takeParts(carrier, limit) {
-      // The take is one statement, atomic on its own; marking the messages `sending` follows apart (two statements
-      // and no transaction per take, not four). A message a failure left `queued` in between passes `sending`
-      // when it settles (core/messages/statuses.ts), so the parts taken are sent whatever.
-      const parts = await takeWaitingParts(pool, carrier, limit, clock.now());
-      await markSending(
-        pool,
-        parts.map((part) => part.messageId),
-      ).catch((error: unknown) => log(`messages of carrier ${carrier} stay queued until settled: ${String(error)}`));
-      return parts;
+    takeParts(carrier, limit) {
+      // One statement takes the parts and marks their messages `sending`.
+      return takeWaitingParts(pool, carrier, limit, clock.now(), markSending);
     },
 
     acknowledged(partId, carrierMessageId) {
