@@ -332,21 +332,15 @@ export interface TextingNumber {
 
 type TextingRow = NumberRow & { application_id: string; external_workspace_id: string; can_text: boolean };
 
-/** Each `where` is a prepared statement of its own: every message sent or received looks its number up. */
-const statementNames = new Map<string, string>();
-
 async function textingNumber(db: Queryable, where: string, params: unknown[]): Promise<TextingNumber | undefined> {
-  const name = statementNames.get(where) ?? `sb-texting-number-${statementNames.size}`;
-  statementNames.set(where, name);
-  const result = await db.query<TextingRow>({
-    name,
-    text: `SELECT n.*, w.application_id, w.external_workspace_id,
-                  (c.messaging IS NOT NULL AND 'sms' = ANY (n.capabilities)) AS can_text
-             FROM (SELECT ${numberColumns} FROM phone_numbers WHERE ${where}) n
-             JOIN workspaces w ON w.id = n.workspace_id
-             LEFT JOIN carriers c ON c.name = n.carrier`,
-    values: params,
-  });
+  const result = await db.query<TextingRow>(
+    `SELECT n.*, w.application_id, w.external_workspace_id,
+            (c.messaging IS NOT NULL AND 'sms' = ANY (n.capabilities)) AS can_text
+       FROM (SELECT ${numberColumns} FROM phone_numbers WHERE ${where}) n
+       JOIN workspaces w ON w.id = n.workspace_id
+       LEFT JOIN carriers c ON c.name = n.carrier`,
+    params,
+  );
   const row = result.rows[0];
   if (row === undefined) return undefined;
   const {
