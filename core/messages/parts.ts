@@ -129,7 +129,7 @@ export async function takeWaitingParts(
   limit: number,
   now: Date,
   /** CTEs of another table's module over the parts taken (the CTE `parts`), run in the same statement. */
-  also?: { name: string; ctes: string },
+  also: { name: string; ctes: string },
 ): Promise<OutboundPart[]> {
   const result = await db.query<{
     id: string;
@@ -143,7 +143,7 @@ export async function takeWaitingParts(
     created_at: Date;
     part_index: number;
   }>({
-    name: also === undefined ? 'sb-take-parts' : `sb-take-parts-${also.name}`,
+    name: `sb-take-parts-${also.name}`,
     text: `WITH taken AS (
        SELECT id FROM message_parts
         WHERE carrier = $1 AND direction = 'outbound' AND state = 'waiting' AND channel = 'smpp'
@@ -155,7 +155,8 @@ export async function takeWaitingParts(
          FROM taken, messages m
         WHERE p.id = taken.id AND m.id = p.message_id
        RETURNING p.id, p.message_id, m.from_number, m.to_number, p.bytes, p.esm_class, p.data_coding,
-                 p.attempts - 1 AS attempts, p.created_at, p.part_index)${also === undefined ? '' : `,\n${also.ctes}`}
+                 p.attempts - 1 AS attempts, p.created_at, p.part_index),
+     ${also.ctes}
      SELECT * FROM parts`,
     values: [carrier, limit, now],
   });

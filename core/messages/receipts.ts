@@ -36,26 +36,15 @@ export function isRecordableReceipt(receipt: DeliveryReceipt): boolean {
   );
 }
 
-/** Holds the (carrier, carrier's id) meeting point until commit. */
-export async function lockCarrierId(db: Queryable, carrier: string, carrierMessageId: string): Promise<void> {
-  await lockCarrierIds(db, [{ carrier, carrierMessageId }]);
-}
-
 /**
- * `lockCarrierId` for several ids in one statement, taken in one order so that two takers never wait in a circle (the
- * answers take theirs with their acknowledgement: parts.ts `acknowledgeParts`).
+ * Holds the (carrier, carrier's id) meeting point until commit (an answer takes its own with its acknowledgement:
+ * parts.ts `acknowledgeParts`).
  */
-export async function lockCarrierIds(
-  db: Queryable,
-  ids: ReadonlyArray<{ carrier: string; carrierMessageId: string }>,
-): Promise<void> {
-  if (ids.length === 0) return;
-  const keys = [...new Set(ids.map(({ carrier, carrierMessageId }) => carrierIdLockKey(carrier, carrierMessageId)))];
+async function lockCarrierId(db: Queryable, carrier: string, carrierMessageId: string): Promise<void> {
   await db.query({
-    name: 'sb-lock-carrier-ids',
-    text: `SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
-       FROM (SELECT key FROM unnest($1::text[]) AS key ORDER BY hashtextextended(key, 0)) AS sorted`,
-    values: [keys],
+    name: 'sb-lock-carrier-id',
+    text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+    values: [carrierIdLockKey(carrier, carrierMessageId)],
   });
 }
 
@@ -115,7 +104,7 @@ export async function dropStaleReceipts(db: Queryable, most: number): Promise<nu
 }
 
 /**
- * After parts' answers are recorded (under `lockCarrierIds`): the receipts that overtook them, if any did, applied
+ * After parts' answers are recorded (under their ids' locks): the receipts that overtook them, if any did, applied
  * and removed.
  */
 export async function matchWaitingReceipts(

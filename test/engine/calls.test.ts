@@ -12,7 +12,7 @@ import test, { type ExecutionContext } from 'ava';
 import { decodeWav } from '../../engine/media/wav.ts';
 import { loadConfig } from '../../core/config.ts';
 import { runCli } from '../helpers/cli.ts';
-import { addSippCarrier, numberRunning as lineRunning } from '../helpers/phone-lines.ts';
+import { addFarCarrier, addSippCarrier, numberRunning as lineRunning } from '../helpers/phone-lines.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { audioPcap, dtmfPcap, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
@@ -402,18 +402,7 @@ async function numberForwardingTo(
   timeoutSecs: number,
   account?: { username: string; password: string },
 ) {
-  const carrier = `far-${port}`;
-  const added = await cli([
-    'carriers',
-    'add',
-    carrier,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-    ...(account ? ['--username', account.username, '--password', account.password] : []),
-  ]);
-  t.is(added.code, 0, added.stderr);
+  const carrier = await addFarCarrier(t, service, port, account);
   const { e164 } = await numberRunning(t, {
     entry: 'fwd',
     steps: {

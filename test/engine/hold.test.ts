@@ -11,7 +11,7 @@ import { accept, callRow, callTo, nextOffer, queueLine, setAvailable } from '../
 import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
 import type { TestService } from '../helpers/service.ts';
 import { runSipp } from '../helpers/sipp.ts';
-import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
+import { answerOffer, share, sine, tonePower } from '../helpers/webrtc-browser.ts';
 import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
 
@@ -26,12 +26,6 @@ test.before(async () => {
 test.after.always(async () => {
   await service?.close();
 });
-
-/** The share of the last `samples` heard in `frequency`, once there are that many (else 0). */
-function share(heard: readonly number[], frequency: number, rate: number, samples: number): number {
-  const recent = heard.slice(-samples);
-  return recent.length === samples && rate > 0 ? tonePower(recent, frequency, rate) : 0;
-}
 
 test('a connected call held: the caller hears hold music and not the agent, the agent hears nothing; resumed: both again', async (t) => {
   const center = await queueLine(t, service, { agents: 1 });

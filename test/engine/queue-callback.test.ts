@@ -7,8 +7,8 @@
  * the two: the entry is `connected`. A callback nobody takes leaves `abandoned` at the step's `maxWaitSecs` and the
  * call ends `callback_expired`.
  */
+import { farEndCarrier } from '../helpers/phone-lines.ts';
 import test from 'ava';
-import { runCli } from '../helpers/cli.ts';
 import {
   accept,
   agentTimeline,
@@ -21,10 +21,9 @@ import {
   queueLine,
   setAvailable,
 } from '../helpers/queue-lines.ts';
-import { freeUdpPort } from '../helpers/free-port.ts';
 import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
 import type { TestService } from '../helpers/service.ts';
-import { runSipp, startSippServer } from '../helpers/sipp.ts';
+import { runSipp } from '../helpers/sipp.ts';
 import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
 import { callbackPromptMs } from '../../engine/calls/queueing.ts';
 import { exitPastWrtc, musicShare, startEngineService } from '../helpers/engine-service.ts';
@@ -43,27 +42,9 @@ test.after.always(async () => {
 
 test('the caller asks to be called back, keeps their place, and is dialled back once the agent answers', async (t) => {
   // The number's carrier is a second sipp: it answers the callback, echoes its audio, and hangs up 8 s later.
-  const port = await freeUdpPort();
-  const far = startSippServer({
-    scenario: 'uas-answers-hangs-up',
-    port,
-    mediaPort: await freeUdpPort(),
-    replacements: { HOLD_MS: '8000' },
-    timeoutSeconds: 150,
-  });
-  t.teardown(() => far.stop());
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    `far-${port}`,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ]);
-  t.is(added.code, 0, added.stderr);
+  const { carrier, far } = await farEndCarrier(t, service, 8_000);
   const center = await queueLine(t, service, { agents: 1, offerCallback: true, maxWaitSecs: 600 });
-  await service.pool.query('UPDATE phone_numbers SET carrier = $2 WHERE e164 = $1', [center.line.e164, `far-${port}`]);
+  await service.pool.query('UPDATE phone_numbers SET carrier = $2 WHERE e164 = $1', [center.line.e164, carrier]);
   const agent = center.agents[0]!;
 
   const phone = await startRtpPhone();
@@ -141,7 +122,7 @@ test('the caller asks to be called back, keeps their place, and is dialled back 
       ['callback', 'ended'],
     ],
   );
-  t.is(legs.rows[2]?.remote, `+15550001111 via far-${port}`);
+  t.is(legs.rows[2]?.remote, `+15550001111 via ${carrier}`);
   t.true(Number(legs.rows[2]?.packets_in) > 50, 'audio came back from the caller');
   await until('the agent available again', async () =>
     (await agentTimeline(service, agent)).at(-1) === 'on_call>available:system' ? true : undefined,

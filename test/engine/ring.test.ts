@@ -10,9 +10,8 @@
 import test, { type ExecutionContext } from 'ava';
 import type { RingMode } from '../../core/routing/definition.ts';
 import type { TestService } from '../helpers/service.ts';
-import { runCli } from '../helpers/cli.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { addFarCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
 import { audioPcap, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
 import { answerOffer, sine } from '../helpers/webrtc-browser.ts';
 import { exitPastWrtc, sippFailed, startEngineService } from '../helpers/engine-service.ts';
@@ -283,17 +282,7 @@ const cell = '+15550009999';
  * hangs up; alice's browser device registered.
  */
 async function cellLine(t: ExecutionContext, port: number, timeoutSecs: number, withAlice: boolean) {
-  const carrier = `far-${port}`;
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    carrier,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ]);
-  t.is(added.code, 0, added.stderr);
+  const carrier = await addFarCarrier(t, service, port);
   const tenant = await workspaceApi(service);
   const targets = withAlice ? [{ userId: tenant.setup.user.id }, { cell }] : [{ cell }];
   const line = await numberRunning(

@@ -33,7 +33,7 @@ import { type RtpPhone, startRtpPhone } from '../helpers/rtp-phone.ts';
 import type { TestService } from '../helpers/service.ts';
 import { runSipp, type SippRun } from '../helpers/sipp.ts';
 import { until } from '../helpers/until.ts';
-import { answerOffer, type FakeBrowser, sine, tonePower } from '../helpers/webrtc-browser.ts';
+import { answerOffer, type FakeBrowser, share, sine, tonePower } from '../helpers/webrtc-browser.ts';
 
 let service: TestService;
 let sipPort: number;
@@ -46,12 +46,6 @@ test.before(async () => {
 test.after.always(async () => {
   await service?.close();
 });
-
-/** The share of the last `samples` heard in `frequency`, once there are that many (else 0). */
-function share(heard: readonly number[], frequency: number, rate: number, samples: number): number {
-  const recent = heard.slice(-samples);
-  return recent.length === samples && rate > 0 ? tonePower(recent, frequency, rate) : 0;
-}
 
 /** A stand-in browser answering `offer`, speaking `frequency` (48 kHz, 10 ms chunks) until the test ends. */
 async function speakingBrowser(t: ExecutionContext, sdpOffer: string, frequency: number): Promise<FakeBrowser> {

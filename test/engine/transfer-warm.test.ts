@@ -4,12 +4,10 @@
  * sipp echoing the audio: agent 0 hears their own 700 Hz through it while the caller holds; completed, the caller
  * hears their own 1 kHz), and agent 0 hanging up while consulting, which completes the transfer.
  */
+import { farEndCarrier } from '../helpers/phone-lines.ts';
 import test from 'ava';
 import { type Agent, agentState } from '../helpers/queue-lines.ts';
-import { runCli } from '../helpers/cli.ts';
-import { freeUdpPort } from '../helpers/free-port.ts';
 import type { TestService } from '../helpers/service.ts';
-import { startSippServer } from '../helpers/sipp.ts';
 import { exitPastWrtc, musicShare, startEngineService } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
 import { answerAs, connectedToAgent, hangUp, lastConnected, share, transferred } from '../helpers/transfer-calls.ts';
@@ -27,26 +25,7 @@ test.after.always(async () => {
 });
 
 test('warm to a number: agent 0 talks to the far end while the caller holds, then complete bridges the caller', async (t) => {
-  const port = await freeUdpPort();
-  const far = startSippServer({
-    scenario: 'uas-answers-hangs-up',
-    port,
-    mediaPort: await freeUdpPort(),
-    replacements: { HOLD_MS: '30000' },
-    timeoutSeconds: 150,
-  });
-  t.teardown(() => far.stop());
-  const carrier = `far-${port}`;
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    carrier,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ]);
-  t.is(added.code, 0, added.stderr);
+  const { carrier } = await farEndCarrier(t, service, 30_000);
   const call = await connectedToAgent({ service, sipPort }, t, { carrier });
   const asked = await call.center.line.api('POST', `/calls/${call.callId}/transfer`, {
     target: { e164: '+15550009999' },

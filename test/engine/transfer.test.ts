@@ -7,14 +7,12 @@
  * `complete` joins caller and agent 1 (or `cancel` brings the caller back to agent 0); blind to a number: the
  * called number's carrier (a second sipp echoing the audio) is dialled and bridged.
  */
+import { farEndCarrier } from '../helpers/phone-lines.ts';
 import test from 'ava';
 import { createMember } from '../../core/identity/members.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { type Agent, agentState, callRow, callTimeline, setAvailable } from '../helpers/queue-lines.ts';
-import { runCli } from '../helpers/cli.ts';
-import { freeUdpPort } from '../helpers/free-port.ts';
 import type { TestService } from '../helpers/service.ts';
-import { startSippServer } from '../helpers/sipp.ts';
 import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
 import {
@@ -136,26 +134,8 @@ test('warm to a member, cancelled: agent 1 is let go and the caller is back with
 });
 
 test('blind to a number: dialled through the called number carrier and bridged to the caller', async (t) => {
-  const port = await freeUdpPort();
-  const far = startSippServer({
-    scenario: 'uas-answers-hangs-up',
-    port,
-    mediaPort: await freeUdpPort(),
-    replacements: { HOLD_MS: '30000' },
-    timeoutSeconds: 150,
-  });
-  t.teardown(() => far.stop());
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    `far-${port}`,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ]);
-  t.is(added.code, 0, added.stderr);
-  const call = await connectedToAgent({ service, sipPort }, t, { carrier: `far-${port}` });
+  const { carrier } = await farEndCarrier(t, service, 30_000);
+  const call = await connectedToAgent({ service, sipPort }, t, { carrier });
   const asked = await call.center.line.api('POST', `/calls/${call.callId}/transfer`, {
     target: { e164: '+15550009999' },
   });

@@ -6,6 +6,8 @@ import { randomInt } from 'node:crypto';
 import type { ExecutionContext } from 'ava';
 import { importNumbers } from '../../core/numbers/numbers.ts';
 import { runCli } from './cli.ts';
+import { freeUdpPort } from './free-port.ts';
+import { startSippServer } from './sipp.ts';
 import { type Answer, type TestService, workspaceWithUser } from './service.ts';
 
 export type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
@@ -45,6 +47,48 @@ export async function addSippCarrier(service: TestService): Promise<void> {
     'udp',
   ]);
   if (added.code !== 0) throw new Error(`carriers add: ${added.stderr}`);
+}
+
+/**
+ * A far end on loopback `port` as the service's carrier `far-<port>` (its name; with the account, when given),
+ * added with `switchboard carriers add`: where a forward, a cell or a dial-out goes.
+ */
+export async function addFarCarrier(
+  t: ExecutionContext,
+  service: TestService,
+  port: number,
+  account?: { username: string; password: string },
+): Promise<string> {
+  const carrier = `far-${port}`;
+  const added = await runCli(service.databaseUrl, [
+    'carriers',
+    'add',
+    carrier,
+    '--address',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...(account ? ['--username', account.username, '--password', account.password] : []),
+  ]);
+  t.is(added.code, 0, added.stderr);
+  return carrier;
+}
+
+/**
+ * A sipp far end that answers, echoes and hangs up `holdMs` after answering, on a port of its own, as the carrier
+ * `addFarCarrier` adds: the carrier's name and the sipp run (`finished` once it hung up); stopped with the test.
+ */
+export async function farEndCarrier(t: ExecutionContext, service: TestService, holdMs: number) {
+  const port = await freeUdpPort();
+  const far = startSippServer({
+    scenario: 'uas-answers-hangs-up',
+    port,
+    mediaPort: await freeUdpPort(),
+    replacements: { HOLD_MS: String(holdMs) },
+    timeoutSeconds: 150,
+  });
+  t.teardown(() => far.stop());
+  return { carrier: await addFarCarrier(t, service, port), far };
 }
 
 /** A number (of carrier `sipp`) running `definition`, published and assigned, in a new or the given workspace. */

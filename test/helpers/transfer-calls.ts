@@ -20,15 +20,11 @@ import {
 import { startRtpPhone, type RtpPhone } from './rtp-phone.ts';
 import type { TestService } from './service.ts';
 import { runSipp, type SippRun } from './sipp.ts';
-import { answerOffer, type FakeBrowser, sine, tonePower } from './webrtc-browser.ts';
+import { answerOffer, type FakeBrowser, share, sine } from './webrtc-browser.ts';
+
+export { share } from './webrtc-browser.ts';
 import { sippFailed } from './engine-service.ts';
 import { until } from './until.ts';
-
-/** The share of the last `samples` heard in `frequency`, once there are that many (else 0). */
-export function share(heard: readonly number[], frequency: number, rate: number, samples: number): number {
-  const recent = heard.slice(-samples);
-  return recent.length === samples && rate > 0 ? tonePower(recent, frequency, rate) : 0;
-}
 
 /** The agent's device answers its next offer with a browser speaking `frequency`. */
 export async function answerAs(

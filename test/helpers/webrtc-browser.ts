@@ -141,6 +141,12 @@ export function tonePower(pcm: ArrayLike<number>, frequency: number, rate: numbe
   return power / Math.max(1, (total * pcm.length) / 2);
 }
 
+/** The share of the last `samples` heard in `frequency`, once there are that many (else 0). */
+export function share(heard: readonly number[], frequency: number, rate: number, samples: number): number {
+  const recent = heard.slice(-samples);
+  return recent.length === samples && rate > 0 ? tonePower(recent, frequency, rate) : 0;
+}
+
 /** Threads of this process (Linux). */
 export async function threadCount(): Promise<number> {
   const { readFile } = await import('node:fs/promises');
