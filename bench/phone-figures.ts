@@ -87,7 +87,7 @@ function audio(phases: Phases) {
   const byCall = new Map<string, CallRecord>(records.calls.map((record) => [record.callId, record]));
   const calls = browserLegs.map((leg) => {
     const rtp = byCall.get(leg.call_id)?.rtp ?? null;
-    const engineSent = leg.packets_out / 2;
+    const engineSent = leg.packets_out;
     return { leg, rtp, engineSent, bridged: seconds(leg), skipped: byCall.get(leg.call_id)?.chunksSkipped ?? 0 };
   });
   const measured = calls.filter((call) => call.rtp !== null);
@@ -225,7 +225,7 @@ export function report(phases: Phases): string {
   const hold = `${phases.holdSeconds} s`;
   const lines = [
     '',
-    `| ${phases.concurrent} concurrent calls with media, held ${hold} | carrier-only: forward to sipp (two G.711 legs) | browser: ring step, WebRTC leg | browser / carrier-only |`,
+    `| ${phases.concurrent} concurrent calls with media, held ${hold} | carrier-only: forward to sipp (two G.711 legs) | browser: ring step, WebRTC leg (WEBRTC_MEDIA=${process.env.WEBRTC_MEDIA ?? 'g711'}) | browser / carrier-only |`,
     '|---|---|---|---|',
     `| calls connected during the plateau (lowest / peak) | ${c.lowest} / ${c.peak} | ${b.lowest} / ${b.peak} | |`,
     `| sipp: completed / failed | ${c.media.successful} / ${failedOf(c.media)} | ${b.media.successful} / ${failedOf(b.media)} | |`,
@@ -248,7 +248,7 @@ export function report(phases: Phases): string {
     `| audio of the ${a.calls} browser calls (${a.measured} with statistics) | frames | per call | ratio |`,
     '|---|---|---|---|',
     `| caller -> engine: sipp played (g711a.pcap, ${phases.media.pcap.packets} packets of 30 ms in ${(phases.media.pcap.ms / 1000).toFixed(2)} s, back to back) / the caller legs' packets_in | about ${a.sippSent} / ${a.callerIn} packets | | ${ratio(a.callerIn, a.sippSent)} |`,
-    `| engine -> browsers: the browser legs' packets_out (10 ms frames) / 2 | ${a.engineSent.toFixed(0)} | ${(a.engineSent / Math.max(1, a.measured)).toFixed(0)} | |`,
+    `| engine -> browsers: the browser legs' packets_out (20 ms) | ${a.engineSent.toFixed(0)} | ${(a.engineSent / Math.max(1, a.measured)).toFixed(0)} | |`,
     `| browsers received (inbound-rtp packetsReceived) | ${a.received} | ${(a.received / Math.max(1, a.measured)).toFixed(0)} | ${ratio(a.received, a.engineSent)} of the engine's; ${a.short} calls short by more than ${framing} |`,
     `| 50/s over the time the legs were bridged (mean ${(a.bridged / Math.max(1, a.calls)).toFixed(1)} s) | ${(a.bridged * framesPerSecond).toFixed(0)} | | received ${ratio(a.received, a.bridged * framesPerSecond)} (lowest call ${(a.lowestShare * 100).toFixed(1)}%) |`,
     `| 50/s over the hold time (${hold}) | ${a.calls * phases.holdSeconds * framesPerSecond} | ${phases.holdSeconds * framesPerSecond} | received ${ratio(a.received, a.calls * phases.holdSeconds * framesPerSecond)} (the rest: ringing and connecting) |`,
@@ -257,7 +257,7 @@ export function report(phases: Phases): string {
     `| mean power of what the browsers heard (0 is silence) | | ${a.meanPower.toFixed(4)} | |`,
     `| browsers -> engine: browsers sent (outbound-rtp packetsSent) | ${a.sent} | ${(a.sent / Math.max(1, a.measured)).toFixed(0)} | |`,
     `| lost, per the engine's RTCP receiver reports (remote-inbound-rtp packetsLost; ${a.unreported} calls without one) | ${a.remoteLost} | | ${ratio(a.remoteLost, a.sent)} |`,
-    `| the browser legs' packets_in (20 ms frames of the engine's sink: libwebrtc's playout clock, received or concealed) | ${a.engineIn} | ${(a.engineIn / Math.max(1, a.calls)).toFixed(0)} | ${ratio(a.engineIn, a.bridged * framesPerSecond)} of 50/s bridged |`,
+    `| the browser legs' packets_in (20 ms frames: G.711, packets received; libwebrtc, its playout clock, received or concealed) | ${a.engineIn} | ${(a.engineIn / Math.max(1, a.calls)).toFixed(0)} | ${ratio(a.engineIn, a.bridged * framesPerSecond)} of 50/s bridged |`,
     `| engine -> caller: the caller legs' packets_out (20 ms) | ${a.callerOut} | ${(a.callerOut / Math.max(1, a.calls)).toFixed(0)} | |`,
     `| 10 ms chunks the browsers skipped (their timer over 0.5 s late) | ${a.skipped} | | |`,
     '',

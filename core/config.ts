@@ -289,6 +289,14 @@ const declared = [
     enginePod: { from: 'secret', reference: 'ENGINE_ICE_SERVERS_SECRET' },
   },
   {
+    name: 'WEBRTC_MEDIA',
+    default: 'g711',
+    meaning:
+      'What carries a browser leg’s audio: `g711` (werift; PCMU or PCMA end to end, no codec work: the lighter by far) or `libwebrtc` (`@roamhq/wrtc`; also speaks Opus to a browser that will not do G.711).',
+    readBy: ['engine'],
+    enginePod: { from: 'operator' },
+  },
+  {
     name: 'ENGINE_ICE_SERVERS_SECRET',
     default: '(unset)',
     meaning:
@@ -372,6 +380,8 @@ export interface Config {
   engineId: string | undefined;
   /** ICE_SERVERS: the STUN and TURN servers of browser calls (none: host candidates only). Never logged. */
   iceServers: readonly IceServer[];
+  /** WEBRTC_MEDIA: the stack of browser legs' media. */
+  webrtcMedia: 'g711' | 'libwebrtc';
 }
 
 /** One STUN or TURN server, as an `RTCIceServer` takes it. */
@@ -440,6 +450,13 @@ function url(env: Env, name: string): string | undefined {
   } catch {
     throw new ConfigError(`${name} must be a URL, got "${raw}"`);
   }
+}
+
+function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if ((choices as readonly string[]).includes(raw)) return raw as T;
+  throw new ConfigError(`${name} must be ${choices.join(' or ')}, got "${raw}"`);
 }
 
 function boolean(env: Env, name: string, fallback: boolean): boolean {
@@ -589,6 +606,7 @@ export function loadConfig(env: Env = process.env): Config {
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
     engineId: text(env, 'ENGINE_ID'),
     iceServers: iceServers(env),
+    webrtcMedia: oneOf(env, 'WEBRTC_MEDIA', ['g711', 'libwebrtc'] as const, 'g711'),
     forEnginePods: forEnginePods(env),
   };
 }

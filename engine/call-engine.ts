@@ -23,6 +23,7 @@ import { CallMetrics } from './calls/metrics.ts';
 import type { CallServices } from './calls/services.ts';
 import { prepareRecordings } from './calls/voicemail-recording.ts';
 import { Prompts } from './media/prompts.ts';
+import type { WebRtcMediaFactory } from './media/webrtc-endpoint.ts';
 import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
@@ -114,6 +115,7 @@ export async function startCallEngine(options: {
     log,
     carrierSecrets: options.carrierSecrets,
     iceServers: config.iceServers,
+    webrtcMedia: await webrtcMediaFactory(config.webrtcMedia),
     ...(options.clock ? { clock: options.clock } : {}),
   };
   const admission = new Admission(services, active);
@@ -211,4 +213,17 @@ export async function startCallEngine(options: {
       await sip.close();
     },
   };
+}
+
+/**
+ * The browser legs' media stack WEBRTC_MEDIA names. The libwebrtc binding is loaded only when chosen: it is native,
+ * starts threads of its own, and a process that loaded it must end by `process.exit` (engine/media/webrtc.ts).
+ */
+async function webrtcMediaFactory(stack: Config['webrtcMedia']): Promise<WebRtcMediaFactory> {
+  if (stack === 'libwebrtc') {
+    const { WebRtcEndpoint } = await import('./media/webrtc.ts');
+    return (options) => new WebRtcEndpoint(options);
+  }
+  const { G711WebRtcEndpoint } = await import('./media/webrtc-g711.ts');
+  return (options) => new G711WebRtcEndpoint(options);
 }

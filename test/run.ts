@@ -78,7 +78,12 @@ const realTime = [
  * and the real-time files, together, so that they neither starve the rest's waits for events nor stretch the calls'
  * timings.
  */
-const heavy = ['test/engine/sip-fuzz.test.ts', 'test/app/production-build.test.ts', 'test/engine/webrtc.test.ts'];
+const heavy = [
+  'test/engine/sip-fuzz.test.ts',
+  'test/app/production-build.test.ts',
+  'test/engine/webrtc.test.ts',
+  'test/engine/webrtc-g711.test.ts',
+];
 
 function runAva(args: string[]): Promise<number> {
   const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...args], {

@@ -25,7 +25,7 @@ import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { playLooped } from './hold.ts';
 import { ringbackCadence } from '../media/ringback.ts';
-import { WebRtcEndpoint } from '../media/webrtc.ts';
+import type { WebRtcMedia } from '../media/webrtc-endpoint.ts';
 import type { RingOutcome, RingPerson } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
 import { farEndHungUp } from './leg.ts';
@@ -101,13 +101,13 @@ export async function ringRound(
   if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
     return 'unanswered';
   }
-  const endpoints = new Map<string, WebRtcEndpoint>();
+  const endpoints = new Map<string, WebRtcMedia>();
   const closeAll = (except?: string) => {
     for (const [deviceId, endpoint] of endpoints) if (deviceId !== except) endpoint.close();
   };
   const offered = await Promise.all(
     devices.map(async (device) => {
-      const endpoint = new WebRtcEndpoint({
+      const endpoint = services.webrtcMedia({
         iceServers: [...(services.iceServers ?? [])],
         onError: (error) => log.warn({ err: error }, 'WebRTC endpoint error'),
       });
@@ -347,7 +347,7 @@ async function connect(
   services: CallServices,
   round: RoundContext,
   offer: OfferRow,
-  endpoint: WebRtcEndpoint | undefined,
+  endpoint: WebRtcMedia | undefined,
   device: DeviceRow | undefined,
 ): Promise<RingOutcome> {
   const { pool, log } = services;

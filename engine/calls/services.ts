@@ -4,6 +4,7 @@ import type { Clock } from '../../core/clock.ts';
 import type { IceServer } from '../../core/config.ts';
 import type { Log } from '../../core/log.ts';
 import type { Prompts } from '../media/prompts.ts';
+import type { WebRtcMediaFactory } from '../media/webrtc-endpoint.ts';
 import type { PortPool } from '../media/rtp.ts';
 import type { CarrierDirectory } from '../sip/carriers.ts';
 import type { SipEndpoint } from '../sip/user-agent.ts';
@@ -49,6 +50,8 @@ export interface CallServices {
   carrierSecrets: Uint8Array;
   /** STUN and TURN servers of the WebRTC legs (ICE_SERVERS); none: host candidates only. */
   iceServers?: readonly IceServer[];
+  /** Makes a browser leg's WebRTC media: the stack WEBRTC_MEDIA names (engine/call-engine.ts). */
+  webrtcMedia: WebRtcMediaFactory;
   /** The time plan steps go by (`hours`); default the system clock. Tests fix it at chosen instants. */
   clock?: Clock;
 }

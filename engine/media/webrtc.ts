@@ -27,10 +27,16 @@
  * `process.exit` (as the service does on SIGTERM) does not. A track that is never stopped keeps the process alive.
  */
 import wrtc from '@roamhq/wrtc';
-import sdpTransform from 'sdp-transform';
-import { emit, errorReporter } from './listeners.ts';
 import { Reframer } from './reframe.ts';
 import { RateFollower } from './stream-resample.ts';
+import {
+  WebRtcEndpointBase,
+  type WebRtcEndpointOptions,
+  type WebRtcState,
+  type WebRtcStats,
+} from './webrtc-endpoint.ts';
+
+export { WebRtcAnswerError, type WebRtcAnswerProblem, type WebRtcState } from './webrtc-endpoint.ts';
 
 type PeerConnection = InstanceType<typeof wrtc.RTCPeerConnection>;
 type AudioSource = InstanceType<typeof wrtc.nonstandard.RTCAudioSource>;
@@ -38,77 +44,34 @@ type AudioSink = InstanceType<typeof wrtc.nonstandard.RTCAudioSink>;
 type Track = ReturnType<AudioSource['createTrack']>;
 type CodecCapability = NonNullable<ReturnType<typeof wrtc.RTCRtpReceiver.getCapabilities>>['codecs'][number];
 
-export interface IceServer {
-  urls: string | string[];
-  username?: string;
-  credential?: string;
-}
-
-export interface WebRtcEndpointOptions {
-  /** STUN and TURN servers; none (the default): host candidates only. */
-  iceServers?: IceServer[];
-  /** How long `createOffer` waits for ICE gathering to complete; default 5000 ms. */
-  gatherTimeoutMs?: number;
-  /** Errors that would otherwise be lost (a listener that threw); default: a process warning. */
-  onError?: (error: unknown) => void;
-}
-
-export type WebRtcAnswerProblem = 'no_offer' | 'answered' | 'closed' | 'malformed' | 'no_audio' | 'refused';
-
-/** An answer the endpoint cannot take; `problem` says why. The endpoint is unchanged. */
-export class WebRtcAnswerError extends Error {
-  constructor(
-    readonly problem: WebRtcAnswerProblem,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'WebRtcAnswerError';
-  }
-}
-
-export type WebRtcState = 'new' | 'connecting' | 'connected' | 'disconnected' | 'failed' | 'closed';
-
-export interface WebRtcStats {
-  /** 20 ms frames of 8 kHz audio given to `onAudio` listeners. */
-  framesIn: number;
-  /** 10 ms frames handed to the RTCAudioSource. */
-  framesOut: number;
-}
-
 /**
  * What the engine offers (setCodecPreferences), in this order: G.711 first, since every browser leg is bridged to a
  * G.711 carrier leg and Opus at 48 kHz would buy no quality there while costing libwebrtc an Opus encoder, a decoder
  * and resampling to and from 48 kHz per call; Opus last, for a browser that will not do G.711.
  */
 const offeredCodecs = ['audio/pcmu', 'audio/pcma', 'audio/opus'];
-const maxSdpLength = 65536;
 const rtpRate = 8000;
 const rtpFrameSamples = 160; // 20 ms
 /** A host-only offer goes once no new UDP candidate came for this long (they come together, within ~1 ms). */
 const udpSettleMs = 20;
 
-export class WebRtcEndpoint {
+export class WebRtcEndpoint extends WebRtcEndpointBase {
   private readonly pc: PeerConnection;
   private readonly source: AudioSource;
   private readonly track: Track;
   private sink: AudioSink | null = null;
-  private readonly report: (error: unknown) => void;
   private readonly gatherTimeoutMs: number;
   /** No STUN or TURN server: the offer goes once the UDP host candidates are in (see `gathered`). */
   private readonly hostOnly: boolean;
-  private readonly audioListeners = new Set<(frame: Int16Array) => void>();
-  private readonly stateListeners = new Set<(state: WebRtcState) => void>();
   private readonly outFrames = new Reframer(rtpRate / 100);
   private readonly inRate = new RateFollower(rtpRate);
   private readonly inFrames = new Reframer(rtpFrameSamples);
-  private offerSdp: string | null = null;
-  private offering = false;
-  private answered = false;
-  private isClosed = false;
   private readonly counts: WebRtcStats = { framesIn: 0, framesOut: 0 };
+  /** 10 ms frames handed to the RTCAudioSource (two make a 20 ms frame of `stats`). */
+  private tenMsOut = 0;
 
   constructor(options: WebRtcEndpointOptions = {}) {
-    this.report = errorReporter(options.onError);
+    super(options.onError);
     this.gatherTimeoutMs = options.gatherTimeoutMs ?? 5000;
     this.hostOnly = (options.iceServers ?? []).length === 0;
     this.pc = new wrtc.RTCPeerConnection({ iceServers: options.iceServers ?? [] });
@@ -118,111 +81,48 @@ export class WebRtcEndpoint {
       const transceiver = this.pc.addTransceiver(this.track, { direction: 'sendrecv' });
       transceiver.setCodecPreferences(preferredCodecs());
       this.pc.addEventListener('track', (event) => this.attachSink(event.track));
-      this.pc.addEventListener('connectionstatechange', () => emit(this.stateListeners, this.state, this.report));
+      this.pc.addEventListener('connectionstatechange', () => this.announce(this.state));
     } catch (error) {
       this.close();
       throw error;
     }
   }
 
-  get closed(): boolean {
-    return this.isClosed;
-  }
-
   get state(): WebRtcState {
-    return this.isClosed ? 'closed' : (this.pc.connectionState as WebRtcState);
+    return this.closed ? 'closed' : (this.pc.connectionState as WebRtcState);
   }
 
   get stats(): WebRtcStats {
-    return { ...this.counts };
+    return { framesIn: this.counts.framesIn, framesOut: Math.floor(this.tenMsOut / 2) };
   }
 
-  /** The engine's SDP offer, with its ICE candidates; once per endpoint (a second call gives the same offer). */
-  async createOffer(): Promise<string> {
-    if (this.offerSdp !== null) return this.offerSdp;
-    if (this.isClosed) throw new Error('the WebRTC endpoint is closed');
-    if (this.offering) throw new Error('an offer is being made already');
-    this.offering = true;
-    try {
-      // Listening before gathering starts: the first candidates come within a millisecond or two.
-      const gathering = this.gathered();
-      await this.pc.setLocalDescription(await this.pc.createOffer());
-      await gathering;
-      const sdp = this.pc.localDescription?.sdp;
-      if (this.isClosed) throw new Error('the WebRTC endpoint closed while making its offer');
-      if (sdp === undefined) throw new Error('no local description after the offer');
-      this.offerSdp = sdp;
-      return sdp;
-    } finally {
-      this.offering = false;
-    }
+  protected async makeOffer(): Promise<string | undefined> {
+    // Listening before gathering starts: the first candidates come within a millisecond or two.
+    const gathering = this.gathered();
+    await this.pc.setLocalDescription(await this.pc.createOffer());
+    await gathering;
+    return this.pc.localDescription?.sdp;
   }
 
-  /** Takes the browser's SDP answer to `createOffer`'s offer; a `WebRtcAnswerError` for one it cannot use. */
-  async acceptAnswer(sdp: unknown): Promise<void> {
-    if (this.isClosed) throw new WebRtcAnswerError('closed', 'the call leg is closed');
-    if (this.offerSdp === null) throw new WebRtcAnswerError('no_offer', 'there is no offer to answer yet');
-    if (this.answered) throw new WebRtcAnswerError('answered', 'the offer is answered already');
-    checkAnswer(sdp, this.offerSdp);
-    this.answered = true;
-    try {
-      await this.pc.setRemoteDescription({ type: 'answer', sdp: sdp as string });
-    } catch (error) {
-      this.answered = false;
-      throw new WebRtcAnswerError('refused', `the SDP answer was refused: ${(error as Error).message}`);
-    }
-    if (this.isClosed) throw new WebRtcAnswerError('closed', 'the call leg closed while taking the answer');
-  }
-
-  /** Resolves once ICE and DTLS are up; rejects when the connection fails or closes first, or after `timeoutMs`. */
-  connected(timeoutMs = 10000): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const check = (state: WebRtcState) => {
-        if (state === 'connected') done();
-        else if (state === 'failed' || state === 'closed') done(new Error(`the WebRTC connection is ${state}`));
-      };
-      const timer = setTimeout(() => done(new Error(`not connected within ${timeoutMs} ms`)), timeoutMs);
-      const stop = this.onState(check);
-      const done = (error?: Error) => {
-        clearTimeout(timer);
-        stop();
-        if (error === undefined) resolve();
-        else reject(error);
-      };
-      check(this.state);
-    });
-  }
-
-  /** Listens for connection state changes (and 'closed' on `close`); returns the function that stops listening. */
-  onState(listener: (state: WebRtcState) => void): () => void {
-    this.stateListeners.add(listener);
-    return () => this.stateListeners.delete(listener);
-  }
-
-  /** Listens for the browser's audio, as 20 ms frames of 8 kHz PCM; returns the function that stops listening. */
-  onAudio(listener: (frame: Int16Array) => void): () => void {
-    this.audioListeners.add(listener);
-    return () => this.audioListeners.delete(listener);
+  protected async applyAnswer(sdp: string): Promise<void> {
+    await this.pc.setRemoteDescription({ type: 'answer', sdp });
   }
 
   /** Sends 8 kHz PCM towards the browser (dropped once closed). */
   send(frame: Int16Array): void {
-    if (this.isClosed || frame.length === 0) return;
+    if (this.closed || frame.length === 0) return;
     for (const chunk of this.outFrames.push(frame)) {
       try {
         this.source.onData({ samples: chunk, sampleRate: rtpRate, bitsPerSample: 16, channelCount: 1 });
-        this.counts.framesOut += 1;
+        this.tenMsOut += 1;
       } catch (error) {
         this.report(error);
       }
     }
   }
 
-  /** Stops the sink and the track and closes the peer connection; calling it again is fine. */
-  close(): void {
-    if (this.isClosed) return;
-    this.isClosed = true;
-    this.audioListeners.clear();
+  /** Stops the sink, then the track, then closes the peer connection. */
+  protected release(): void {
     for (const release of [() => this.sink?.stop(), () => this.track.stop(), () => this.pc.close()]) {
       try {
         release();
@@ -231,8 +131,6 @@ export class WebRtcEndpoint {
       }
     }
     this.sink = null;
-    emit(this.stateListeners, 'closed', this.report);
-    this.stateListeners.clear();
   }
 
   /**
@@ -253,7 +151,7 @@ export class WebRtcEndpoint {
         resolve();
       };
       const check = () => {
-        if (this.isClosed || this.pc.iceGatheringState === 'complete') done();
+        if (this.closed || this.pc.iceGatheringState === 'complete') done();
       };
       const onCandidate = (event: { candidate: { candidate: string } | null }) => {
         if (!this.hostOnly || event.candidate === null) return;
@@ -271,11 +169,11 @@ export class WebRtcEndpoint {
   }
 
   private attachSink(track: Track): void {
-    if (this.isClosed || this.sink !== null || track.kind !== 'audio') return;
+    if (this.closed || this.sink !== null || track.kind !== 'audio') return;
     const sink = new wrtc.nonstandard.RTCAudioSink(track);
     this.sink = sink;
     sink.ondata = (data: { samples: Int16Array; sampleRate: number; channelCount?: number }) => {
-      if (this.isClosed) return;
+      if (this.closed) return;
       try {
         this.receive(data.samples, data.sampleRate, data.channelCount ?? 1);
       } catch (error) {
@@ -296,7 +194,7 @@ export class WebRtcEndpoint {
     // across the changes.
     for (const frame of this.inFrames.push(this.inRate.push(mono, sampleRate))) {
       this.counts.framesIn += 1;
-      emit(this.audioListeners, frame, this.report);
+      this.hear(frame);
     }
   }
 }
@@ -313,43 +211,4 @@ function preferredCodecs(): CodecCapability[] {
     return offeredCodecs.indexOf(type);
   };
   return codecs.filter((codec) => rank(codec) >= 0).sort((a, b) => rank(a) - rank(b));
-}
-
-/** Throws a `WebRtcAnswerError` for an answer to `offer` that cannot be used. */
-function checkAnswer(sdp: unknown, offer: string): void {
-  if (typeof sdp !== 'string' || sdp.trim() === '') throw new WebRtcAnswerError('malformed', 'the SDP answer is empty');
-  if (sdp.length > maxSdpLength) {
-    throw new WebRtcAnswerError('malformed', `the SDP answer is over ${maxSdpLength} characters`);
-  }
-  if (!/^v=0\s*$/.test(sdp.split(/\r?\n/, 1)[0] ?? '')) {
-    throw new WebRtcAnswerError('malformed', 'not SDP: the answer does not start with v=0');
-  }
-  let session: sdpTransform.SessionDescription;
-  try {
-    session = sdpTransform.parse(sdp);
-  } catch (error) {
-    throw new WebRtcAnswerError('malformed', `unreadable SDP answer: ${(error as Error).message}`);
-  }
-  if (session.origin === undefined) throw new WebRtcAnswerError('malformed', 'the SDP answer has no o= line');
-  const offered = sdpTransform.parse(offer).media.find((media) => media.type === 'audio');
-  const audio = session.media.find(
-    (media) => media.type === 'audio' && (offered?.mid === undefined || String(media.mid) === String(offered.mid)),
-  );
-  if (audio === undefined) throw new WebRtcAnswerError('no_audio', 'the SDP answer has no audio stream for the offer');
-  if (audio.port === 0) throw new WebRtcAnswerError('no_audio', 'the SDP answer refuses the audio stream (port 0)');
-  if (audio.direction === 'inactive') throw new WebRtcAnswerError('no_audio', 'the SDP answer sets audio inactive');
-  const offeredPayloads = new Set(String(offered?.payloads ?? '').split(' '));
-  if (
-    !String(audio.payloads ?? '')
-      .split(' ')
-      .some((payload) => offeredPayloads.has(payload))
-  ) {
-    throw new WebRtcAnswerError('no_audio', 'the SDP answer has none of the offered codecs');
-  }
-  if ((audio.fingerprint ?? session.fingerprint) === undefined) {
-    throw new WebRtcAnswerError('malformed', 'the SDP answer has no DTLS fingerprint');
-  }
-  if ((audio.iceUfrag ?? session.iceUfrag) === undefined || (audio.icePwd ?? session.icePwd) === undefined) {
-    throw new WebRtcAnswerError('malformed', 'the SDP answer has no ICE credentials');
-  }
 }

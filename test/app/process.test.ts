@@ -431,6 +431,16 @@ test('an invalid ICE_SERVERS exits 2 naming ICE_SERVERS, without echoing the val
   }
 });
 
+test('an unknown WEBRTC_MEDIA exits 2 naming WEBRTC_MEDIA and its choices', async (t) => {
+  const outcome = await switchboard(['engine'], {
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+    WEBRTC_MEDIA: 'opus',
+  });
+  t.is(outcome.code, 2);
+  t.is(outcome.stdout, '');
+  t.regex(outcome.stderr, /WEBRTC_MEDIA must be g711 or libwebrtc, got "opus"/);
+});
+
 test('an invalid PORT exits 2 naming PORT', async (t) => {
   const outcome = await switchboard(['api'], {
     DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',

@@ -120,11 +120,16 @@ test('a user is rung: the browser accepts, audio crosses both ways, the browser 
     });
     const listed = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
     t.true((listed.body.data as { busy: boolean }[])[0]?.busy, 'the device is on the call');
+    // Two seconds of the browser's audio sent before it hangs up (the engine hears the hangup at once).
+    await until('the browser sent 100 frames', async () => {
+      const stats = [...(await browser.getStats()).values()] as { type: string; packetsSent?: number }[];
+      return (stats.find((entry) => entry.type === 'outbound-rtp')?.packetsSent ?? 0) >= 100 ? true : undefined;
+    });
   } finally {
     clearInterval(speaking);
     browser.close();
   }
-  // The browser hung up: the engine's side fails with ICE consent, the call ends, sipp gets the BYE.
+  // The browser hung up: the engine hears its DTLS close, the call ends, sipp gets the BYE.
   const run = await sipp;
   t.is(run.code, 0, sippFailed(run));
   const ended = await until('the end', async () => {

@@ -153,3 +153,63 @@ export async function threadCount(): Promise<number> {
   const match = /^Threads:\s+(\d+)/m.exec(await readFile('/proc/self/status', 'utf8'));
   return match === null ? 0 : Number(match[1]);
 }
+
+/** Resolves once `check` holds; polls each 5 ms and fails after `ms`. */
+export async function until(what: string, check: () => boolean, ms = 10000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** Feeds the browser's microphone with `frequency` at 48 kHz, 10 ms at a time, until the returned stop. */
+export function browserTone(browser: FakeBrowser, frequency: number): () => void {
+  const next = sine(frequency, 48000);
+  const timer = setInterval(() => browser.send(next(480)), 10);
+  return () => clearInterval(timer);
+}
+
+/** Collects 8 kHz audio from `listen` until `samples` were heard after skipping `skip` (the start-up). */
+export async function hear(
+  listen: (listener: (frame: Int16Array) => void) => () => void,
+  skip: number,
+  samples: number,
+): Promise<number[]> {
+  const heard: number[] = [];
+  let stop = () => {};
+  await new Promise<void>((resolve) => {
+    stop = listen((frame) => {
+      heard.push(...frame);
+      if (heard.length >= skip + samples) resolve();
+    });
+  });
+  stop();
+  return heard.slice(skip, skip + samples);
+}
+
+/**
+ * Waits until the browser heard `seconds` of audio after skipping `skipSeconds`, all at one rate (libwebrtc's playout
+ * rate changes while a peer connection of the process has had no packet yet: the wait starts again then); returns it.
+ */
+export async function browserHears(browser: FakeBrowser, skipSeconds: number, seconds: number): Promise<number[]> {
+  let start = browser.heard.length;
+  let rate = browser.rate;
+  await until('the browser heard enough', () => {
+    if (browser.rate !== rate) [start, rate] = [browser.heard.length, browser.rate];
+    return rate > 0 && browser.heard.length - start >= (skipSeconds + seconds) * rate;
+  });
+  return browser.heard.slice(start + skipSeconds * rate, start + (skipSeconds + seconds) * rate);
+}
+
+/** The codec of what the browser received (its inbound-rtp's codec), e.g. `audio/PCMU`; waits for its statistics. */
+export async function receivedCodec(browser: FakeBrowser): Promise<string | undefined> {
+  for (const deadline = Date.now() + 5000; Date.now() < deadline;) {
+    const stats = [...(await browser.getStats()).values()] as { type: string; id: string; [key: string]: unknown }[];
+    const inbound = stats.find((entry) => entry.type === 'inbound-rtp' && Number(entry.packetsReceived) > 0);
+    const codec = stats.find((entry) => entry.type === 'codec' && entry.id === inbound?.codecId);
+    if (codec !== undefined) return String(codec.mimeType);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return undefined;
+}

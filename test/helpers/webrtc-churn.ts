@@ -1,6 +1,6 @@
 /**
- * The WebRTC churn (test/engine/webrtc.test.ts), run as a process of its own with `--expose-gc`: opens and closes
- * `LEGS` engine endpoints, each answered by a stand-in browser, in batches of `CONCURRENCY` at a time: offer and answer, both
+ * The WebRTC churn (test/engine/webrtc.test.ts, webrtc-g711.test.ts), run as a process of its own with `--expose-gc`:
+ * opens and closes `LEGS` engine endpoints of the stack `STACK` names (`libwebrtc`, the default, or `g711`), each answered by a stand-in browser, in batches of `CONCURRENCY` at a time: offer and answer, both
  * sides connected, audio both ways until each side heard a frame, then both closed. After `CHECKPOINT` legs (warmed
  * up), every `EVERY` legs when set, and at the end it collects garbage and writes one JSON line to stdout: legs, seconds, heap, external, RSS and
  * threads. It ends with `process.exit`: a process that created an RTCAudioSource crashes at its natural exit (see
@@ -8,6 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebRtcEndpoint } from '../../engine/media/webrtc.ts';
+import { G711WebRtcEndpoint } from '../../engine/media/webrtc-g711.ts';
 import { answerOffer, threadCount } from './webrtc-browser.ts';
 
 const legs = Number(process.env.LEGS ?? 1000);
@@ -15,6 +16,7 @@ const concurrency = Number(process.env.CONCURRENCY ?? 8);
 const checkpoint = Number(process.env.CHECKPOINT ?? 100);
 /** Measures again every `EVERY` legs after the checkpoint (0: only at the checkpoint and the end). */
 const every = Number(process.env.EVERY ?? 0);
+const Endpoint = process.env.STACK === 'g711' ? G711WebRtcEndpoint : WebRtcEndpoint;
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error('run with --expose-gc');
 
@@ -42,7 +44,7 @@ async function measure(done: number): Promise<void> {
 }
 
 async function leg(): Promise<void> {
-  const endpoint = new WebRtcEndpoint({ onError: () => (errors += 1) });
+  const endpoint = new Endpoint({ onError: () => (errors += 1) });
   let browser: Awaited<ReturnType<typeof answerOffer>> | null = null;
   let timer: NodeJS.Timeout | undefined;
   try {

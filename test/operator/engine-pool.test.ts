@@ -289,6 +289,7 @@ const operatorEnv = {
   SHUTDOWN_TIMEOUT_MS: '45000',
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
   TTS_COMMAND: '/opt/voices/bin/say-wav',
+  WEBRTC_MEDIA: 'libwebrtc',
   WEBHOOK_CONCURRENCY: '16',
 };
 

@@ -10,13 +10,13 @@
  *   test/engine/legs/browser.test.ts).
  * - `bye` closes the peer connection (the browser sees it close); nothing waits.
  */
-import type { WebRtcEndpoint, WebRtcState } from '../../media/webrtc.ts';
+import type { WebRtcMedia, WebRtcState } from '../../media/webrtc-endpoint.ts';
 import type { Leg } from '../leg.ts';
 
 /** The connection states that end a browser leg. */
 const endStates: ReadonlySet<WebRtcState> = new Set(['failed', 'closed']);
 
-export class BrowserLeg implements Leg<WebRtcEndpoint> {
+export class BrowserLeg implements Leg<WebRtcMedia> {
   private readonly hangupListeners: Array<() => void> = [];
   private over = false;
   private byUs = false;
@@ -24,7 +24,7 @@ export class BrowserLeg implements Leg<WebRtcEndpoint> {
   constructor(
     /** Its record (call_legs). */
     readonly id: string,
-    readonly media: WebRtcEndpoint,
+    readonly media: WebRtcMedia,
     /** The device that answered. */
     readonly deviceId: string,
   ) {

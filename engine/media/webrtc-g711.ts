@@ -1,0 +1,256 @@
+/**
+ * A browser leg's WebRTC media carried as G.711 (docs/phones.md, "Legs"; `WEBRTC_MEDIA=g711`, the default): one
+ * peer connection of werift, a WebRTC stack in TypeScript (ICE, DTLS-SRTP, RTP and RTCP; no codecs of its own). The
+ * engine offers PCMU and PCMA only, which every WebRTC browser must take (RFC 7874; Chromium answers PCMU,
+ * test/engine/webrtc-g711.test.ts), so audio crosses the leg as the carrier leg's own G.711: each 20 ms frame the bridge
+ * sends is encoded (a table lookup per sample) and written as one RTP packet; each packet from the browser is decoded
+ * and re-framed to 20 ms. No jitter buffer, no resampling, no encoder: the libwebrtc stack (webrtc.ts) spends most of
+ * a call's CPU in those (docs/phones.md, "Measured").
+ *
+ * Offer/answer and ICE. `createOffer` waits for ICE gathering to complete (werift bounds it: 5 s for a STUN server
+ * that does not answer; `gatherTimeoutMs` is libwebrtc's), so the offer carries its candidates: host candidates of every interface but loopback, plus a server-reflexive one from the first `stun:`
+ * server of `iceServers` and a relayed one from the first `turn:` server (UDP, or TCP when its URL says
+ * `?transport=tcp`); werift takes one of each, and no `stuns:` or `turns:` (the browser still gets them all with the
+ * offer and gathers its own). With no STUN server werift would ask stun.l.google.com; the endpoint clears that, so a
+ * host-only engine sends nothing anywhere. `acceptAnswer` checks the answer as the other stack does (`checkAnswer`).
+ *
+ * Sending: one sequence and timestamp per endpoint from random starts (werift adds its own offsets and its SSRC); the
+ * timestamp advances by the samples sent, and after a pause of more than 200 ms jumps by the time that passed, with
+ * the marker bit, so the browser's jitter buffer sees a talk spurt, not a clock that stopped. Packets are dropped
+ * until DTLS is up. Receiving: packets of another payload type (comfort noise, telephone-event) are not carried, a
+ * duplicate or late packet is dropped, and a new SSRC starts over.
+ *
+ * `close` closes the peer connection (DTLS close_notify, so the browser hears it at once) and is idempotent.
+ */
+import { randomBytes } from 'node:crypto';
+import { MediaStreamTrack, RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket } from 'werift';
+import { type Codec, codecOfName, codecOfStaticPayloadType, decode, encode, staticPayloadType } from './g711.ts';
+import { Reframer } from './reframe.ts';
+import {
+  type IceServer,
+  WebRtcEndpointBase,
+  type WebRtcEndpointOptions,
+  type WebRtcState,
+  type WebRtcStats,
+} from './webrtc-endpoint.ts';
+
+/** What the engine offers, in this order. */
+const offeredCodecs: readonly Codec[] = ['PCMU', 'PCMA'];
+const rate = 8000;
+const frameSamples = 160; // 20 ms
+/** A longer gap between packets sent is a pause: the timestamp jumps over it. */
+const pauseMs = 200;
+
+interface WeriftIceServers {
+  servers: Array<{ urls: string; username?: string; credential?: string }>;
+  stun: boolean;
+  turnOverTcp: boolean;
+}
+
+export class G711WebRtcEndpoint extends WebRtcEndpointBase {
+  private readonly pc: RTCPeerConnection;
+  private readonly track: MediaStreamTrack;
+  private readonly outFrames = new Reframer(frameSamples);
+  private readonly inFrames = new Reframer(frameSamples);
+  private readonly counts: WebRtcStats = { framesIn: 0, framesOut: 0 };
+  private sequence: number;
+  private timestamp: number;
+  private lastSentAt: number | undefined;
+  private inSsrc: number | undefined;
+  private inSequence = 0;
+  private lastState: WebRtcState = 'new';
+
+  constructor(options: WebRtcEndpointOptions = {}) {
+    super(options.onError);
+    const start = randomBytes(6);
+    this.sequence = start.readUInt16BE(0);
+    this.timestamp = start.readUInt32BE(2);
+    const ice = weriftIceServers(options.iceServers ?? []);
+    this.pc = new RTCPeerConnection({
+      codecs: {
+        audio: offeredCodecs.map(
+          (codec) =>
+            new RTCRtpCodecParameters({
+              mimeType: `audio/${codec}`,
+              clockRate: rate,
+              channels: 1,
+              payloadType: staticPayloadType[codec],
+            }),
+        ),
+        video: [],
+      },
+      iceServers: ice.servers,
+      ...(ice.turnOverTcp ? { forceTurnTCP: true } : {}),
+    });
+    this.track = new MediaStreamTrack({ kind: 'audio' });
+    try {
+      const transceiver = this.pc.addTransceiver(this.track, { direction: 'sendrecv' });
+      if (!ice.stun) {
+        // werift's ICE agent falls back to stun.l.google.com when given no STUN server; none was configured.
+        for (const transport of this.pc.iceTransports) {
+          (transport.connection as unknown as { stunServer?: unknown }).stunServer = undefined;
+        }
+      }
+      transceiver.onTrack.subscribe((remote) => {
+        remote.onReceiveRtp.subscribe((packet) => this.receive(packet));
+      });
+      // werift's connection state says nothing after `connected`: the transports' states do (see `state`).
+      this.pc.connectionStateChange.subscribe(() => this.stateChanged());
+      for (const dtls of this.pc.dtlsTransports) {
+        dtls.onStateChange.subscribe(() => this.stateChanged());
+        dtls.iceTransport.onStateChange.subscribe(() => this.stateChanged());
+      }
+    } catch (error) {
+      this.close();
+      throw error;
+    }
+  }
+
+  /**
+   * werift's connection state until connected; then its transports': the browser closing DTLS (close_notify, what a
+   * browser's `close()` sends) is `closed`, DTLS or ICE failing, or ICE consent lapsing (werift's ICE agent closes
+   * after 6 checks unanswered, about 30 s), is `failed`, and ICE without answers for a while is `disconnected`.
+   */
+  get state(): WebRtcState {
+    if (this.closed) return 'closed';
+    const base = this.pc.connectionState as WebRtcState;
+    if (base !== 'connected') return base;
+    let state: WebRtcState = 'connected';
+    for (const dtls of this.pc.dtlsTransports) {
+      const ice = dtls.iceTransport.state;
+      if (dtls.state === 'closed') return 'closed';
+      if (dtls.state === 'failed' || ice === 'failed' || ice === 'closed') return 'failed';
+      if (ice === 'disconnected') state = 'disconnected';
+    }
+    return state;
+  }
+
+  get stats(): WebRtcStats {
+    return { ...this.counts };
+  }
+
+  /** The STUN server werift's ICE agent asks (`host:port`), if any: none unless `iceServers` has one. */
+  get stunServer(): string | undefined {
+    const agent = this.pc.iceTransports[0]?.connection as unknown as { stunServer?: [string, number] } | undefined;
+    return agent?.stunServer === undefined ? undefined : agent.stunServer.join(':');
+  }
+
+  protected async makeOffer(): Promise<string | undefined> {
+    // werift's setLocalDescription returns once gathering completed (bounded by werift: 5 s for a STUN server).
+    await this.pc.setLocalDescription(await this.pc.createOffer());
+    return this.pc.localDescription?.sdp;
+  }
+
+  protected async applyAnswer(sdp: string): Promise<void> {
+    await this.pc.setRemoteDescription({ type: 'answer', sdp });
+  }
+
+  send(frame: Int16Array): void {
+    if (this.closed || frame.length === 0) return;
+    const codec = this.sendingCodec();
+    for (const chunk of this.outFrames.push(frame)) {
+      if (codec === undefined) continue; // not negotiated yet: nothing would go
+      try {
+        const marker = this.advance();
+        const header = new RtpHeader({
+          payloadType: staticPayloadType[codec],
+          sequenceNumber: this.sequence,
+          timestamp: this.timestamp,
+          marker,
+        });
+        this.track.writeRtp(new RtpPacket(header, Buffer.from(encode(codec, chunk))));
+        this.sequence = (this.sequence + 1) & 0xffff;
+        this.timestamp = (this.timestamp + frameSamples) >>> 0;
+        this.counts.framesOut += 1;
+      } catch (error) {
+        this.report(error);
+      }
+    }
+  }
+
+  /** Closes the peer connection (its DTLS close_notify tells the browser at once). */
+  protected release(): void {
+    try {
+      this.track.stop();
+      this.pc.close().catch((error: unknown) => this.report(error));
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  private stateChanged(): void {
+    const state = this.state;
+    if (state === this.lastState) return;
+    this.lastState = state;
+    this.announce(state);
+  }
+
+  /** Before a packet: moves the timestamp over a pause; whether the packet gets the marker bit. */
+  private advance(): boolean {
+    const now = performance.now();
+    const last = this.lastSentAt;
+    this.lastSentAt = now;
+    if (last === undefined) return true;
+    const elapsed = now - last;
+    if (elapsed <= pauseMs) return false;
+    this.timestamp = (this.timestamp + Math.round(elapsed * (rate / 1000)) - frameSamples) >>> 0;
+    return true;
+  }
+
+  /** The codec the browser's answer settled on (werift sends the first of it); undefined before the answer. */
+  private sendingCodec(): Codec | undefined {
+    const transceiver = this.pc.getTransceivers()[0];
+    const mimeType = transceiver?.sender.codec?.mimeType;
+    return mimeType === undefined ? undefined : codecOfName(mimeType.replace(/^audio\//i, ''));
+  }
+
+  private receive(packet: RtpPacket): void {
+    if (this.closed) return;
+    try {
+      const { payloadType, ssrc, sequenceNumber } = packet.header;
+      const codec = codecOfStaticPayloadType(payloadType);
+      if (codec === undefined) return;
+      if (ssrc !== this.inSsrc) {
+        this.inSsrc = ssrc;
+      } else {
+        const delta = (sequenceNumber - this.inSequence) & 0xffff;
+        if (delta === 0 || delta >= 0x8000) return; // a duplicate, or later than what was carried already
+      }
+      this.inSequence = sequenceNumber;
+      for (const frame of this.inFrames.push(decode(codec, packet.payload))) {
+        this.counts.framesIn += 1;
+        this.hear(frame);
+      }
+    } catch (error) {
+      this.report(error);
+    }
+  }
+}
+
+/**
+ * `ICE_SERVERS` as werift takes it: the first `stun:` URL and the first `turn:` URL with its credentials, each as
+ * `<scheme>:<host>:<port>` (3478 when the URL names none). werift takes no `stuns:`, `turns:` or IPv6 literal.
+ */
+export function weriftIceServers(servers: readonly IceServer[]): WeriftIceServers {
+  let stun: string | undefined;
+  let turn: { urls: string; username?: string; credential?: string } | undefined;
+  let turnOverTcp = false;
+  for (const server of servers) {
+    for (const url of typeof server.urls === 'string' ? [server.urls] : server.urls) {
+      const match = /^(stun|turn):([^:/?[\]]+)(?::(\d{1,5}))?(?:\?transport=(udp|tcp))?$/i.exec(url.trim());
+      if (match === null) continue;
+      const scheme = (match[1] as string).toLowerCase();
+      const address = `${scheme}:${match[2]}:${match[3] ?? '3478'}`;
+      if (scheme === 'stun' && stun === undefined) stun = address;
+      if (scheme === 'turn' && turn === undefined && server.username !== undefined && server.credential !== undefined) {
+        turn = { urls: address, username: server.username, credential: server.credential };
+        turnOverTcp = match[4]?.toLowerCase() === 'tcp';
+      }
+    }
+  }
+  return {
+    servers: [...(stun === undefined ? [] : [{ urls: stun }]), ...(turn === undefined ? [] : [turn])],
+    stun: stun !== undefined,
+    turnOverTcp,
+  };
+}

@@ -1,0 +1,130 @@
+/**
+ * The G.711 WebRTC stack (engine/media/webrtc-g711.ts, docs/phones.md "Legs"): the engine's werift endpoint answered
+ * by a plain `@roamhq/wrtc` peer connection standing in for the browser (libwebrtc, as in Chromium; Chromium itself
+ * is in test/engine/legs/browser.test.ts): what is offered, the ICE servers it uses (and that with none it asks no
+ * STUN server), what every stack does (test/helpers/webrtc-contract.ts: tones both ways measured by frequency, a
+ * bridge to a G.711 RTP endpoint, answers it must refuse), the timestamp over a pause, and the churn of 1,000 legs with memory and threads measured.
+ *
+ * Audio is paced by timers, as a microphone would be; waits for state are on events or counters, never sleeps.
+ */
+import { createSocket } from 'node:dgram';
+import test from 'ava';
+import { G711WebRtcEndpoint, weriftIceServers } from '../../engine/media/webrtc-g711.ts';
+import { exitPastWrtc } from '../helpers/engine-service.ts';
+import { browserHears, sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
+import { churn } from '../helpers/webrtc-churn-check.ts';
+import { connectedPair, webrtcContract } from '../helpers/webrtc-contract.ts';
+
+// The stand-in browsers are libwebrtc's (see test/engine/webrtc.test.ts for why the worker ends this way).
+exitPastWrtc();
+
+const host = '127.0.0.1';
+const newEndpoint = () => new G711WebRtcEndpoint();
+
+test('the engine offers audio only, PCMU then PCMA, with its host candidates, and asks no STUN server', async (t) => {
+  const endpoint = new G711WebRtcEndpoint();
+  t.teardown(() => endpoint.close());
+  const offer = await endpoint.createOffer();
+  t.is(await endpoint.createOffer(), offer, 'a second call gives the same offer');
+  const mLines = offer.split('\r\n').filter((line) => line.startsWith('m='));
+  t.is(mLines.length, 1);
+  t.regex(mLines[0] ?? '', /^m=audio \d+ UDP\/TLS\/RTP\/SAVPF 0 8$/);
+  t.regex(offer, /^a=rtpmap:0 PCMU\/8000\r$/m);
+  t.regex(offer, /^a=rtpmap:8 PCMA\/8000\r$/m);
+  t.regex(offer, /^a=fingerprint:sha-256 /m, 'DTLS-SRTP');
+  t.regex(offer, /^a=setup:actpass\r$/m);
+  const candidates = offer.split('\r\n').filter((line) => line.startsWith('a=candidate:'));
+  t.true(candidates.length > 0, 'the host candidates are in the offer');
+  t.true(
+    candidates.every((line) => / typ host( |$)/.test(line)),
+    'host candidates only',
+  );
+  // Left to itself werift's ICE agent asks stun.l.google.com (and waits up to 5 s for it): the endpoint clears that.
+  t.is(endpoint.stunServer, undefined, 'no STUN server is asked');
+});
+
+test('a configured STUN server is asked, from the host candidate, with a binding request', async (t) => {
+  const stun = createSocket('udp4');
+  t.teardown(() => stun.close());
+  await new Promise<void>((resolve) => stun.bind(0, host, resolve));
+  const asked = new Promise<Buffer>((resolve) => stun.once('message', (message) => resolve(message)));
+  const endpoint = new G711WebRtcEndpoint({
+    iceServers: [{ urls: [`stuns:${host}:9`, `stun:${host}:${stun.address().port}`] }],
+  });
+  t.is(endpoint.stunServer, `${host}:${stun.address().port}`);
+  t.teardown(() => endpoint.close());
+  const offering = endpoint.createOffer();
+  const request = await asked;
+  t.is(request.readUInt16BE(0), 0x0001, 'a STUN binding request');
+  t.is(request.readUInt32BE(4), 0x2112a442, 'with the magic cookie');
+  // This server never answers: the offer goes when werift gives up on it (5 s), with the host candidates.
+  t.regex(await offering, / typ host/);
+});
+
+test('ICE_SERVERS as werift takes them: the first stun: and the first turn: with its credentials', (t) => {
+  t.deepEqual(weriftIceServers([]), { servers: [], stun: false, turnOverTcp: false });
+  t.deepEqual(
+    weriftIceServers([
+      { urls: ['stuns:stun.example.net', 'stun:stun.example.net'] },
+      { urls: 'stun:second.example.net:3479' },
+      { urls: 'turn:turn.example.net:443?transport=tcp', username: 'u', credential: 'c' },
+      { urls: 'turn:other.example.net', username: 'v', credential: 'd' },
+    ]),
+    {
+      servers: [
+        { urls: 'stun:stun.example.net:3478' },
+        { urls: 'turn:turn.example.net:443', username: 'u', credential: 'c' },
+      ],
+      stun: true,
+      turnOverTcp: true,
+    },
+  );
+  t.deepEqual(
+    weriftIceServers([{ urls: ['turns:turn.example.net', 'stun:[2001:db8::1]:3478'], username: 'u', credential: 'c' }]),
+    { servers: [], stun: false, turnOverTcp: false },
+    'no turns: and no IPv6 literal: werift takes neither',
+  );
+});
+
+test.serial('after a pause in what the engine sends, the browser still hears the tone that follows', async (t) => {
+  const { endpoint, browser } = await connectedPair(t, newEndpoint);
+  const tone = sine(1000, 8000);
+  const send = (frames: number) =>
+    new Promise<void>((resolve) => {
+      let left = frames;
+      const timer = setInterval(() => {
+        endpoint.send(tone(160));
+        left -= 1;
+        if (left === 0) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 20);
+      t.teardown(() => clearInterval(timer));
+    });
+  await send(25);
+  await new Promise((resolve) => setTimeout(resolve, 600)); // the pause under test: nothing is sent
+  const resumed = send(100);
+  const atBrowser = await browserHears(browser, 0.2, 0.5);
+  await resumed;
+  const frequency = zeroCrossingFrequency(atBrowser, browser.rate);
+  t.true(Math.abs(frequency - 1000) < 10, `the browser heard ${frequency} Hz after the pause`);
+  t.true(tonePower(atBrowser, 1000, browser.rate) > 0.7);
+});
+
+test('the browser closing its peer connection ends the connection (DTLS close_notify), without waiting on ICE consent', async (t) => {
+  const { endpoint, browser } = await connectedPair(t, newEndpoint);
+  const ended = new Promise<string>((resolve) =>
+    endpoint.onState((state) => {
+      if (state === 'failed' || state === 'closed') resolve(state);
+    }),
+  );
+  browser.close();
+  t.true(['failed', 'closed'].includes(await ended));
+});
+
+webrtcContract(test, (options) => new G711WebRtcEndpoint(options));
+
+test('churn: 1,000 legs opened and closed in one process, no crash, memory and threads flat', async (t) => {
+  await churn(t, 'g711');
+});
