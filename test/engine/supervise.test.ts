@@ -156,7 +156,7 @@ async function nextHeard(label: string, heard: readonly number[], samples: numbe
   return heard.slice(mark, mark + samples);
 }
 
-test('listen, whisper, barge and back on one live supervision, then the call ends: audio at every side', async (t) => {
+test('listen, whisper, barge and back on one live supervision, then the supervisor hangs up: audio at every side', async (t) => {
   const call = await connectedCall(t, true);
   const { center, callId, phone, agent } = call;
   const supervisor = await supervisorOf(t, center);
@@ -234,12 +234,18 @@ test('listen, whisper, barge and back on one live supervision, then the call end
     share(phone.heard, 500, 8000, 1600) < 0.05 && share(agent.heard, 500, agent.rate, 4800) < 0.05 ? true : undefined,
   );
 
-  // The call ends: the supervisor's leg is hung up with the connection, and their device is free again. (The
-  // supervisor leaving on their own, by closing the browser, is heard only when ICE consent lapses; waiting for it
-  // timed out in two CI runs of five, so it is not pinned here until that is understood.)
+  // The supervisor hangs up by closing their browser: the engine hears its DTLS close at once (the G.711 stack,
+  // docs/phones.md "Legs"), their leg ends, the device is free, and the two are on the plain bridge again.
+  sup.close();
+  await supervisorLeg(callId, supervisor, 'ended');
+  await until('the agent at the caller after', () => (share(phone.heard, 700, 8000, 1600) > 0.5 ? true : undefined));
+  await until('the caller at the agent after', () =>
+    share(agent.heard, 1000, agent.rate, 4800) > 0.5 ? true : undefined,
+  );
+  t.is((await callRow(service, callId))?.state, 'connected');
+
   const hungUp = await center.line.api('POST', `/calls/${callId}/hangup`);
   t.is(hungUp.status, 200, hungUp.text);
-  await supervisorLeg(callId, supervisor, 'ended');
   phone.quiet();
   const run = await call.sipp;
   t.is(run.code, 0, sippFailed(run));
