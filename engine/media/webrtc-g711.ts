@@ -20,6 +20,11 @@
  * until DTLS is up. Receiving: packets of another payload type (comfort noise, telephone-event) are not carried, a
  * duplicate or late packet is dropped, and a new SSRC starts over.
  *
+ * Safety. werift (0.25; it checks SRTP's authentication tags, which 0.22 did not) hands up any datagram that is not
+ * STUN from whatever address sent it, and acts on a DTLS alert without authenticating it: a close_notify anyone could
+ * send would end the call. `guardSockets` passes on only what comes from the browser's ICE-checked address; a
+ * sender that forges that address (on the path) could still end the call with an alert, as werift stands.
+ *
  * `close` closes the peer connection (DTLS close_notify, so the browser hears it at once) and is idempotent.
  */
 import { randomBytes } from 'node:crypto';
@@ -41,6 +46,15 @@ const frameSamples = 160; // 20 ms
 /** A longer gap between packets sent is a pause: the timestamp jumps over it. */
 const pauseMs = 200;
 
+/** The parts of werift's ICE agent `guardSockets` works on (not werift's typed API). */
+interface IceAgent {
+  protocols: Array<{ type: string; transport?: { onData?: (data: Buffer, from: [string, number]) => void } }>;
+  nominated?: { protocol: unknown; remoteAddr: [string, number] };
+}
+
+/** Sockets already guarded (the agent's list holds each once; this keeps a second guard off). */
+const guarded = new WeakSet<object>();
+
 interface WeriftIceServers {
   servers: Array<{ urls: string; username?: string; credential?: string }>;
   stun: boolean;
@@ -59,6 +73,7 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
   private inSsrc: number | undefined;
   private inSequence = 0;
   private lastState: WebRtcState = 'new';
+  private strays = 0;
 
   constructor(options: WebRtcEndpointOptions = {}) {
     super(options.onError);
@@ -138,7 +153,41 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
   protected async makeOffer(): Promise<string | undefined> {
     // werift's setLocalDescription returns once gathering completed (bounded by werift: 5 s for a STUN server).
     await this.pc.setLocalDescription(await this.pc.createOffer());
+    this.guardSockets();
     return this.pc.localDescription?.sdp;
+  }
+
+  /** Datagrams dropped for coming from elsewhere than the browser's ICE-checked address (see `guardSockets`). */
+  get strayDatagrams(): number {
+    return this.strays;
+  }
+
+  /**
+   * werift hands up every datagram that is not STUN, from whatever address it came, and acts on an unauthenticated
+   * DTLS alert (a close_notify anyone could send would end the call). So each of the endpoint's UDP sockets passes
+   * on only STUN (ICE's own checks, which carry their credentials) and what comes from the remote address of the
+   * pair ICE nominated on that socket; the rest is dropped and counted (`strayDatagrams`). TURN-relayed sockets are
+   * left as werift has them.
+   */
+  private guardSockets(): void {
+    const agent = this.pc.iceTransports[0]?.connection as unknown as IceAgent | undefined;
+    for (const protocol of agent?.protocols ?? []) {
+      const transport = protocol.transport;
+      if (protocol.type !== 'stun' || transport?.onData === undefined || guarded.has(transport)) continue;
+      guarded.add(transport);
+      const deliver = transport.onData.bind(transport);
+      transport.onData = (data, from) => {
+        const nominated = agent?.nominated;
+        const stun = data.length > 0 && (data[0] as number) < 4; // RFC 7983: 0-3 is STUN
+        const fromPeer =
+          nominated !== undefined &&
+          nominated.protocol === protocol &&
+          nominated.remoteAddr[0] === from[0] &&
+          nominated.remoteAddr[1] === from[1];
+        if (stun || fromPeer) deliver(data, from);
+        else this.strays += 1;
+      };
+    }
   }
 
   protected async applyAnswer(sdp: string): Promise<void> {

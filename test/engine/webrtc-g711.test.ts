@@ -123,6 +123,35 @@ test('the browser closing its peer connection ends the connection (DTLS close_no
   t.true(['failed', 'closed'].includes(await ended));
 });
 
+test('a forged DTLS close_notify or RTP from another address is dropped: the call stays up and its audio flows', async (t) => {
+  const { endpoint, browser } = await connectedPair(t, newEndpoint);
+  // The engine's host candidate (the browser's ICE pair uses one of them).
+  const candidates = [...(await endpoint.createOffer()).matchAll(/^a=candidate:\S+ 1 udp \d+ (\S+) (\d+) typ host/gm)];
+  const attacker = createSocket('udp4');
+  t.teardown(() => attacker.close());
+  // An alert record (content type 21, DTLS 1.2, epoch 1), warning close_notify, as werift would read it unencrypted;
+  // and an RTP packet of PCMU (version 2, payload type 0).
+  const alert = Buffer.from([21, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 99, 0, 2, 1, 0]);
+  const rtp = Buffer.concat([Buffer.from([0x80, 0, 0, 1, 0, 0, 0, 160, 1, 2, 3, 4]), Buffer.alloc(160, 0x55)]);
+  for (const [, address, port] of candidates) {
+    if (address?.includes(':')) continue;
+    for (const datagram of [alert, rtp]) {
+      await new Promise<void>((resolve) => attacker.send(datagram, Number(port), address, () => resolve()));
+    }
+  }
+  const heard = new Promise<void>((resolve) => {
+    const stop = endpoint.onAudio(() => {
+      stop();
+      resolve();
+    });
+  });
+  const speaking = setInterval(() => browser.send(sine(440, 48000)(480)), 10);
+  t.teardown(() => clearInterval(speaking));
+  await heard; // the browser's audio still reaches the engine, after the forged datagrams
+  t.is(endpoint.state, 'connected');
+  t.true(endpoint.strayDatagrams >= 2, `${endpoint.strayDatagrams} stray datagrams counted`);
+});
+
 webrtcContract(test, (options) => new G711WebRtcEndpoint(options));
 
 test('churn: 1,000 legs opened and closed in one process, no crash, memory and threads flat', async (t) => {
