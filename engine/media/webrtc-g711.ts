@@ -49,8 +49,18 @@ const pauseMs = 200;
 /** The parts of werift's ICE agent `guardSockets` works on (not werift's typed API). */
 interface IceAgent {
   protocols: Array<{ type: string; transport?: { onData?: (data: Buffer, from: [string, number]) => void } }>;
-  nominated?: { protocol: unknown; remoteAddr: [string, number] };
+  checkList?: IcePair[];
+  nominated?: IcePair;
 }
+
+interface IcePair {
+  protocol: unknown;
+  remoteAddr: [string, number];
+  state: number;
+}
+
+/** werift's CandidatePairState.SUCCEEDED. */
+const succeeded = 3;
 
 /** Sockets already guarded (the agent's list holds each once; this keeps a second guard off). */
 const guarded = new WeakSet<object>();
@@ -165,8 +175,8 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
   /**
    * werift hands up every datagram that is not STUN, from whatever address it came, and acts on an unauthenticated
    * DTLS alert (a close_notify anyone could send would end the call). So each of the endpoint's UDP sockets passes
-   * on only STUN (ICE's own checks, which carry their credentials) and what comes from the remote address of the
-   * pair ICE nominated on that socket; the rest is dropped and counted (`strayDatagrams`). TURN-relayed sockets are
+   * on only STUN (ICE's own checks, which carry their credentials) and what comes from the remote address of a pair
+   * ICE checked on that socket (succeeded or nominated); the rest is dropped and counted (`strayDatagrams`). TURN-relayed sockets are
    * left as werift has them.
    */
   private guardSockets(): void {
@@ -176,15 +186,16 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
       if (protocol.type !== 'stun' || transport?.onData === undefined || guarded.has(transport)) continue;
       guarded.add(transport);
       const deliver = transport.onData.bind(transport);
+      // A pair ICE checked on this socket: the browser starts DTLS once a check of its own succeeded, before the
+      // engine (the controlling side) has nominated.
+      const checked = (pair: IcePair, from: [string, number]) =>
+        pair.protocol === protocol &&
+        pair.remoteAddr[0] === from[0] &&
+        pair.remoteAddr[1] === from[1] &&
+        (pair === agent?.nominated || pair.state === succeeded);
       transport.onData = (data, from) => {
-        const nominated = agent?.nominated;
         const stun = data.length > 0 && (data[0] as number) < 4; // RFC 7983: 0-3 is STUN
-        const fromPeer =
-          nominated !== undefined &&
-          nominated.protocol === protocol &&
-          nominated.remoteAddr[0] === from[0] &&
-          nominated.remoteAddr[1] === from[1];
-        if (stun || fromPeer) deliver(data, from);
+        if (stun || (agent?.checkList ?? []).some((pair) => checked(pair, from))) deliver(data, from);
         else this.strays += 1;
       };
     }
