@@ -1,12 +1,13 @@
 /**
  * A browser leg: a device that accepted a `ring` step's offer (docs/phones.md, "Legs"), reached over a WebRTC peer
- * connection of the engine (`WebRtcEndpoint`, engine/media/webrtc.ts). Its media is the endpoint itself, with the
- * carrier endpoint's audio shape, so the call bridges it to the caller's G.711 leg.
+ * connection of the engine (a `WebRtcMedia`, engine/media/webrtc-endpoint.ts, of the stack `WEBRTC_MEDIA` names). Its
+ * media is the endpoint itself, with the carrier endpoint's audio shape, so the call bridges it to the caller's G.711
+ * leg.
  *
  * - No DTMF comes from a browser: the endpoint carries none (`onDtmf` never calls its listener).
  * - The far end hangs up when its peer connection closes or fails (the browser closed it, went away, or ICE or DTLS
- *   gave up); `onHangup` hears that once. A browser that closes its peer connection sends no signal libwebrtc acts
- *   on at once: the engine's side fails when ICE consent lapses, about 15 s later (measured in
+ *   gave up); `onHangup` hears that once. A browser that closes its peer connection is heard at once by the G.711
+ *   stack (its DTLS close_notify) and about 15 s later by libwebrtc, when ICE consent lapses (both measured in
  *   test/engine/legs/browser.test.ts).
  * - `bye` closes the peer connection (the browser sees it close); nothing waits.
  */
