@@ -3,16 +3,21 @@
  * by a plain `@roamhq/wrtc` peer connection standing in for the browser (libwebrtc, as in Chromium; Chromium itself
  * is in test/engine/legs/browser.test.ts): what is offered, the ICE servers it uses (and that with none it asks no
  * STUN server), what every stack does (test/helpers/webrtc-contract.ts: tones both ways measured by frequency, a
- * bridge to a G.711 RTP endpoint, answers it must refuse), the timestamp over a pause, and the churn of 1,000 legs with memory and threads measured.
+ * bridge to a G.711 RTP endpoint, answers it must refuse), the timestamp over a pause, forged and garbage datagrams
+ * from elsewhere and from the browser's own address (a werift peer stands in for it there, so that the test can send
+ * from its socket), and the churn of 1,000 legs with memory and threads measured.
  *
  * Audio is paced by timers, as a microphone would be; waits for state are on events or counters, never sleeps.
  */
-import { createSocket } from 'node:dgram';
-import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { createSocket, type Socket } from 'node:dgram';
+import test, { type ExecutionContext } from 'ava';
+import { MediaStreamTrack, RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket } from 'werift';
 import { G711WebRtcEndpoint, weriftIceServers } from '../../engine/media/webrtc-g711.ts';
 import { exitPastWrtc } from '../helpers/engine-service.ts';
 import { browserHears, sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browser.ts';
 import { churn } from '../helpers/webrtc-churn-check.ts';
+import { until } from '../helpers/until.ts';
 import { connectedPair, webrtcContract } from '../helpers/webrtc-contract.ts';
 
 // The stand-in browsers are libwebrtc's (see test/engine/webrtc.test.ts for why the worker ends this way).
@@ -150,6 +155,84 @@ test('a forged DTLS close_notify or RTP from another address is dropped: the cal
   await heard; // the browser's audio still reaches the engine, after the forged datagrams
   t.is(endpoint.state, 'connected');
   t.true(endpoint.strayDatagrams >= 2, `${endpoint.strayDatagrams} stray datagrams counted`);
+});
+
+/** A werift peer connection as the browser: its socket can send datagrams from the address ICE checked. */
+async function weriftBrowser(t: ExecutionContext, endpoint: G711WebRtcEndpoint) {
+  const codec = new RTCRtpCodecParameters({ mimeType: 'audio/PCMU', clockRate: 8000, channels: 1, payloadType: 0 });
+  const peer = new RTCPeerConnection({ codecs: { audio: [codec], video: [] }, iceServers: [] });
+  t.teardown(() => peer.close());
+  const track = new MediaStreamTrack({ kind: 'audio' });
+  peer.addTransceiver(track, { direction: 'sendrecv' });
+  await peer.setRemoteDescription({ type: 'offer', sdp: await endpoint.createOffer() });
+  for (const transport of peer.iceTransports) {
+    (transport.connection as unknown as { stunServer?: unknown }).stunServer = undefined; // as the endpoint does
+  }
+  await peer.setLocalDescription(await peer.createAnswer());
+  await endpoint.acceptAnswer(peer.localDescription?.sdp);
+  await endpoint.connected();
+  const agent = peer.iceTransports[0]?.connection as unknown as {
+    nominated?: { remoteAddr: [string, number]; protocol: { transport: { socket: Socket } } };
+  };
+  const pair = await until('the browser nominated its pair', () => agent.nominated);
+  // Its sender sends nothing until its own side of DTLS is up, which may be a moment after the engine's.
+  await until('the browser connected', () => (peer.connectionState === 'connected' ? true : undefined));
+  const [address, port] = pair.remoteAddr;
+  let sequence = 1;
+  const ssrc = Number(/^a=ssrc:(\d+) /m.exec(peer.localDescription?.sdp ?? '')?.[1]);
+  return {
+    /** The SSRC of the browser's audio. */
+    ssrc,
+    /** Sends raw datagrams from the browser's own ICE-checked address and port. */
+    sendRaw: (datagram: Buffer) =>
+      new Promise<void>((resolve) => pair.protocol.transport.socket.send(datagram, port, address, () => resolve())),
+    /** Sends 20 ms of PCMU over the real SRTP session. */
+    speak: () => {
+      const header = new RtpHeader({ payloadType: 0, sequenceNumber: sequence, timestamp: sequence * 160 });
+      sequence += 1;
+      track.writeRtp(new RtpPacket(header, Buffer.alloc(160, 0xff)));
+    },
+  };
+}
+
+test("from the browser's own address: forged SRTP is never heard, and 20,000 garbage datagrams crash nothing", async (t) => {
+  const endpoint = new G711WebRtcEndpoint();
+  t.teardown(() => endpoint.close());
+  const browser = await weriftBrowser(t, endpoint);
+  const framesIn = (count: number) =>
+    until(`${count} frames heard`, () => endpoint.stats.framesIn >= count || undefined);
+  // Five real frames (sequence 1-5): the stream is up.
+  for (let frame = 0; frame < 5; frame += 1) browser.speak();
+  await framesIn(5);
+  // SRTP packets of the browser's own stream, newer (sequence 100 on), with a made-up authentication tag: werift
+  // 0.25 checks the tag (0.22 handed these up as audio, and the real frames after them would have been too late).
+  for (let index = 0; index < 200; index += 1) {
+    const header = Buffer.alloc(12);
+    header.set([0x80, 0, 0, 100 + index, 0, 0, 0, 160]);
+    header.writeUInt32BE(browser.ssrc, 8);
+    await browser.sendRaw(Buffer.concat([header, randomBytes(160 + 10)]));
+  }
+  // Five more real frames (sequence 6-10): heard, and nothing else was.
+  for (let frame = 0; frame < 5; frame += 1) browser.speak();
+  await framesIn(10);
+  t.is(endpoint.stats.framesIn, 10, 'the ten real frames and nothing forged');
+  // Garbage of every kind the socket passes on from the peer: RTP, RTCP and DTLS handshake records. (An alert or a
+  // record of an unknown type from the browser's own address makes werift close: the browser ends its own call.)
+  for (let index = 0; index < 20000; index += 1) {
+    const datagram = randomBytes(2 + (index % 300));
+    const kind = index % 3;
+    if (kind === 0) datagram[0] = 0x80 | ((datagram[0] as number) & 0x3f);
+    if (kind === 1) datagram.set([0x80, 200 + (index % 8)]);
+    if (kind === 2) datagram.set([22, 0xfe, 0xfd].slice(0, datagram.length));
+    await browser.sendRaw(datagram);
+  }
+  // The call goes on: the browser's audio after the flood is heard (the flood itself overflows the socket's buffer,
+  // so the first frames after it may be lost on the way).
+  const speaking = setInterval(() => browser.speak(), 20);
+  t.teardown(() => clearInterval(speaking));
+  await framesIn(20);
+  t.is(endpoint.strayDatagrams, 0, 'all came from the checked address: werift refused the forged ones itself');
+  t.is(endpoint.state, 'connected');
 });
 
 webrtcContract(test, (options) => new G711WebRtcEndpoint(options));
