@@ -109,8 +109,8 @@ export interface PhoneBench {
   close(): Promise<void>;
 }
 
-export async function startPhoneBench(): Promise<PhoneBench> {
-  const service = await startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, ['api', 'engine']);
+export async function startPhoneBench(env: Record<string, string> = {}): Promise<PhoneBench> {
+  const service = await startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', ...env }, ['api', 'engine']);
   await addSippCarrier(service);
   const work = await mkdtemp(path.join(os.tmpdir(), 'switchboard-phone-calls-'));
   const wav = path.join(work, 'microphone.wav');
