@@ -34,6 +34,17 @@ export async function freshDatabase(options: { migrate?: boolean } = {}): Promis
     async drop() {
       const client = new pg.Client({ connectionString: serverUrl() });
       await client.connect();
+      // pg's pool.end() resolves before its connections have closed: FORCE would end one mid-close, and the error
+      // it then raises on its client reaches no listener (an uncaught exception in the test's worker). The closing
+      // ones take a moment; connections left open after 2 s are ended by FORCE as before.
+      for (let waited = 0; waited < 2000; waited += 25) {
+        const open = await client.query<{ count: number }>(
+          'SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1',
+          [name],
+        );
+        if (open.rows[0]?.count === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
       await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await client.end();
     },
