@@ -24,6 +24,7 @@ import type { CallServices } from './calls/services.ts';
 import { prepareRecordings } from './calls/voicemail-recording.ts';
 import { Prompts } from './media/prompts.ts';
 import type { WebRtcMediaFactory } from './media/webrtc-endpoint.ts';
+import { G711WebRtcEndpoint } from './media/webrtc-g711.ts';
 import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
@@ -224,6 +225,5 @@ async function webrtcMediaFactory(stack: Config['webrtcMedia']): Promise<WebRtcM
     const { WebRtcEndpoint } = await import('./media/webrtc.ts');
     return (options) => new WebRtcEndpoint(options);
   }
-  const { G711WebRtcEndpoint } = await import('./media/webrtc-g711.ts');
   return (options) => new G711WebRtcEndpoint(options);
 }

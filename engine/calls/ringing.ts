@@ -108,7 +108,7 @@ export async function ringRound(
   const offered = await Promise.all(
     devices.map(async (device) => {
       const endpoint = services.webrtcMedia({
-        iceServers: [...(services.iceServers ?? [])],
+        iceServers: services.iceServers ?? [],
         onError: (error) => log.warn({ err: error }, 'WebRTC endpoint error'),
       });
       endpoints.set(device.id, endpoint);

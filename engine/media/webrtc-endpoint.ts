@@ -10,17 +10,12 @@
  * Opus to a browser that will not do G.711).
  */
 import sdpTransform from 'sdp-transform';
+import type { IceServer } from '../../core/config.ts';
 import { emit, errorReporter } from './listeners.ts';
-
-export interface IceServer {
-  urls: string | string[];
-  username?: string;
-  credential?: string;
-}
 
 export interface WebRtcEndpointOptions {
   /** STUN and TURN servers; none (the default): host candidates only. */
-  iceServers?: IceServer[];
+  iceServers?: readonly IceServer[];
   /** How long `createOffer` waits for ICE gathering to complete; default 5000 ms. */
   gatherTimeoutMs?: number;
   /** Errors that would otherwise be lost (a listener that threw); default: a process warning. */

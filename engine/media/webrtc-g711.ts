@@ -30,9 +30,9 @@
 import { randomBytes } from 'node:crypto';
 import { MediaStreamTrack, RTCPeerConnection, RTCRtpCodecParameters, RtpHeader, RtpPacket } from 'werift';
 import { type Codec, codecOfName, codecOfStaticPayloadType, decode, encode, staticPayloadType } from './g711.ts';
+import type { IceServer } from '../../core/config.ts';
 import { Reframer } from './reframe.ts';
 import {
-  type IceServer,
   WebRtcEndpointBase,
   type WebRtcEndpointOptions,
   type WebRtcState,
@@ -84,6 +84,8 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
   private inSequence = 0;
   private lastState: WebRtcState = 'new';
   private strays = 0;
+  /** What the browser's answer settled on (werift sends the first codec of it); nothing goes before it. */
+  private codec: Codec | undefined;
 
   constructor(options: WebRtcEndpointOptions = {}) {
     super(options.onError);
@@ -203,13 +205,14 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
 
   protected async applyAnswer(sdp: string): Promise<void> {
     await this.pc.setRemoteDescription({ type: 'answer', sdp });
+    const mimeType = this.pc.getTransceivers()[0]?.sender.codec?.mimeType;
+    this.codec = mimeType === undefined ? undefined : codecOfName(mimeType.replace(/^audio\//i, ''));
   }
 
   send(frame: Int16Array): void {
-    if (this.closed || frame.length === 0) return;
-    const codec = this.sendingCodec();
+    const codec = this.codec;
+    if (this.closed || frame.length === 0 || codec === undefined) return; // before the answer nothing would go
     for (const chunk of this.outFrames.push(frame)) {
-      if (codec === undefined) continue; // not negotiated yet: nothing would go
       try {
         const marker = this.advance();
         const header = new RtpHeader({
@@ -257,13 +260,6 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
     return true;
   }
 
-  /** The codec the browser's answer settled on (werift sends the first of it); undefined before the answer. */
-  private sendingCodec(): Codec | undefined {
-    const transceiver = this.pc.getTransceivers()[0];
-    const mimeType = transceiver?.sender.codec?.mimeType;
-    return mimeType === undefined ? undefined : codecOfName(mimeType.replace(/^audio\//i, ''));
-  }
-
   private receive(packet: RtpPacket): void {
     if (this.closed) return;
     try {
@@ -289,7 +285,8 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
 
 /**
  * `ICE_SERVERS` as werift takes it: the first `stun:` URL and the first `turn:` URL with its credentials, each as
- * `<scheme>:<host>:<port>` (3478 when the URL names none). werift takes no `stuns:`, `turns:` or IPv6 literal.
+ * `<scheme>:<host>:<port>` (3478 when the URL names none). werift takes no `stuns:`, `turns:` or IPv6 literal; a URL
+ * whose port is past 65535 is skipped as well.
  */
 export function weriftIceServers(servers: readonly IceServer[]): WeriftIceServers {
   let stun: string | undefined;
@@ -298,7 +295,7 @@ export function weriftIceServers(servers: readonly IceServer[]): WeriftIceServer
   for (const server of servers) {
     for (const url of typeof server.urls === 'string' ? [server.urls] : server.urls) {
       const match = /^(stun|turn):([^:/?[\]]+)(?::(\d{1,5}))?(?:\?transport=(udp|tcp))?$/i.exec(url.trim());
-      if (match === null) continue;
+      if (match === null || Number(match[3] ?? 3478) > 65535) continue;
       const scheme = (match[1] as string).toLowerCase();
       const address = `${scheme}:${match[2]}:${match[3] ?? '3478'}`;
       if (scheme === 'stun' && stun === undefined) stun = address;

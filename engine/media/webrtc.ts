@@ -36,8 +36,6 @@ import {
   type WebRtcStats,
 } from './webrtc-endpoint.ts';
 
-export { WebRtcAnswerError, type WebRtcAnswerProblem, type WebRtcState } from './webrtc-endpoint.ts';
-
 type PeerConnection = InstanceType<typeof wrtc.RTCPeerConnection>;
 type AudioSource = InstanceType<typeof wrtc.nonstandard.RTCAudioSource>;
 type AudioSink = InstanceType<typeof wrtc.nonstandard.RTCAudioSink>;
@@ -74,7 +72,7 @@ export class WebRtcEndpoint extends WebRtcEndpointBase {
     super(options.onError);
     this.gatherTimeoutMs = options.gatherTimeoutMs ?? 5000;
     this.hostOnly = (options.iceServers ?? []).length === 0;
-    this.pc = new wrtc.RTCPeerConnection({ iceServers: options.iceServers ?? [] });
+    this.pc = new wrtc.RTCPeerConnection({ iceServers: [...(options.iceServers ?? [])] });
     this.source = new wrtc.nonstandard.RTCAudioSource();
     this.track = this.source.createTrack();
     try {

@@ -16,7 +16,8 @@ import test from 'ava';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import type { CallRow } from '../../core/calls/calls.ts';
 import { callOffers, makeOffers } from '../../core/devices/offers.ts';
-import { WebRtcEndpoint, type WebRtcState } from '../../engine/media/webrtc.ts';
+import { WebRtcEndpoint } from '../../engine/media/webrtc.ts';
+import type { WebRtcState } from '../../engine/media/webrtc-endpoint.ts';
 import {
   isError,
   liveCall,

@@ -10,7 +10,8 @@ import { type Agent, agentState } from '../helpers/queue-lines.ts';
 import type { TestService } from '../helpers/service.ts';
 import { exitPastWrtc, musicShare, startEngineService } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
-import { answerAs, connectedToAgent, hangUp, lastConnected, share, transferred } from '../helpers/transfer-calls.ts';
+import { answerAs, connectedToAgent, hangUp, lastConnected, transferred } from '../helpers/transfer-calls.ts';
+import { share } from '../helpers/webrtc-browser.ts';
 
 let service: TestService;
 let sipPort: number;

@@ -20,10 +20,10 @@ import {
   connectedToAgent,
   hangUp,
   lastConnected,
-  share,
   timelineAfterTransfer,
   transferred,
 } from '../helpers/transfer-calls.ts';
+import { share } from '../helpers/webrtc-browser.ts';
 
 let service: TestService;
 let sipPort: number;

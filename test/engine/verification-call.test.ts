@@ -7,7 +7,7 @@
 import test from 'ava';
 import { importNumbers, claimNumber } from '../../core/numbers/numbers.ts';
 import { allScopes } from '../../core/scopes.ts';
-import { runCli } from '../helpers/cli.ts';
+import { addFarCarrier } from '../helpers/phone-lines.ts';
 import { sippFailed, startEngineService } from '../helpers/engine-service.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { heardAt, testPrompts } from '../helpers/heard-prompt.ts';
@@ -40,17 +40,7 @@ test('a voice verification calls the recipient through the carrier, says the cod
     timeoutSeconds: 90,
   });
   t.teardown(() => far.stop());
-  const carrier = `far-${port}`;
-  const added = await runCli(service.databaseUrl, [
-    'carriers',
-    'add',
-    carrier,
-    '--address',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ]);
-  t.is(added.code, 0, added.stderr);
+  const carrier = await addFarCarrier(t, service, port);
 
   const app = await service.application(undefined, allScopes);
   const workspace = await service.request('POST', '/api/v1/workspaces', {

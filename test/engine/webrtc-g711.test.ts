@@ -85,7 +85,13 @@ test('ICE_SERVERS as werift takes them: the first stun: and the first turn: with
     },
   );
   t.deepEqual(
-    weriftIceServers([{ urls: ['turns:turn.example.net', 'stun:[2001:db8::1]:3478'], username: 'u', credential: 'c' }]),
+    weriftIceServers([
+      {
+        urls: ['turns:turn.example.net', 'stun:[2001:db8::1]:3478', 'stun:stun.example.net:70000'],
+        username: 'u',
+        credential: 'c',
+      },
+    ]),
     { servers: [], stun: false, turnOverTcp: false },
     'no turns: and no IPv6 literal: werift takes neither',
   );

@@ -22,7 +22,6 @@ import type { TestService } from './service.ts';
 import { runSipp, type SippRun } from './sipp.ts';
 import { answerOffer, type FakeBrowser, share, sine } from './webrtc-browser.ts';
 
-export { share } from './webrtc-browser.ts';
 import { sippFailed } from './engine-service.ts';
 import { until } from './until.ts';
 

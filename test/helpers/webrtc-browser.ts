@@ -4,6 +4,7 @@
  * Chromium tests use a real browser instead; this one lets the media tests run in one process.
  */
 import wrtc from '@roamhq/wrtc';
+import { until } from './until.ts';
 
 export interface FakeBrowser {
   /** The SDP answer, with its candidates. */
@@ -154,15 +155,6 @@ export async function threadCount(): Promise<number> {
   return match === null ? 0 : Number(match[1]);
 }
 
-/** Resolves once `check` holds; polls each 5 ms and fails after `ms`. */
-export async function until(what: string, check: () => boolean, ms = 10000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /** Feeds the browser's microphone with `frequency` at 48 kHz, 10 ms at a time, until the returned stop. */
 export function browserTone(browser: FakeBrowser, frequency: number): () => void {
   const next = sine(frequency, 48000);
@@ -195,10 +187,14 @@ export async function hear(
 export async function browserHears(browser: FakeBrowser, skipSeconds: number, seconds: number): Promise<number[]> {
   let start = browser.heard.length;
   let rate = browser.rate;
-  await until('the browser heard enough', () => {
-    if (browser.rate !== rate) [start, rate] = [browser.heard.length, browser.rate];
-    return rate > 0 && browser.heard.length - start >= (skipSeconds + seconds) * rate;
-  });
+  await until(
+    'the browser heard enough',
+    () => {
+      if (browser.rate !== rate) [start, rate] = [browser.heard.length, browser.rate];
+      return rate > 0 && browser.heard.length - start >= (skipSeconds + seconds) * rate ? true : undefined;
+    },
+    10_000,
+  );
   return browser.heard.slice(start + skipSeconds * rate, start + (skipSeconds + seconds) * rate);
 }
 
