@@ -50,6 +50,17 @@ export async function rssMb(pid: number): Promise<number> {
   return Number(kb ?? 0) / 1024;
 }
 
+/**
+ * The engine's event-loop delay since the last call (prom-client's default gauges, read from its /metrics, which
+ * resets their histogram): mean, p99 and max in ms. A first call starts the window.
+ */
+export async function eventLoopDelay(httpPort: number): Promise<{ meanMs: number; p99Ms: number; maxMs: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+  const gauge = (name: string) =>
+    Number(new RegExp(`^switchboard_nodejs_eventloop_lag_${name}_seconds (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  return { meanMs: gauge('mean'), p99Ms: gauge('p99'), maxMs: gauge('max') };
+}
+
 /** The host's CPU time so far: busy and total, in ticks (all cores). */
 export async function hostCpu(): Promise<{ busy: number; total: number }> {
   const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0] ?? '';

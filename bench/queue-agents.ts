@@ -61,7 +61,7 @@ import {
   reasons,
   sleep,
 } from './engine-process.ts';
-import { startApi, startEngine } from './engine-process.ts';
+import { eventLoopDelay, startApi, startEngine } from './engine-process.ts';
 import {
   type BenchAgent,
   type Phone,
@@ -193,8 +193,10 @@ try {
     const waiting = plateau > 0 ? await cpuWindow(plateau, sipp.child.pid) : undefined;
     const busyFrom = { at: performance.now(), cpu: await cpuSeconds((engine as EngineProcess).pid) };
     const sampler = sampleDatabaseWaits(pool, new URL(database.url).pathname.slice(1));
+    await eventLoopDelay((engine as EngineProcess).httpPort);
     await setState(agents, 'available');
     const done = await sipp.done;
+    const loop = await eventLoopDelay((engine as EngineProcess).httpPort);
     const waits = await sampler.stop();
     const busy =
       (((await cpuSeconds((engine as EngineProcess).pid)) - busyFrom.cpu) * 1000) / (performance.now() - busyFrom.at);
@@ -208,7 +210,9 @@ try {
     }
     process.stdout.write(`${name}: calls by end reason: ${reasons(ended)}\n`);
     process.stdout.write(
-      `${name}: the service's database sessions, from the sign-in to the end\n${describeWaits(waits)}\n`,
+      `${name}: the service's database sessions, from the sign-in to the end\n${describeWaits(waits)}\n` +
+        `${name}: the engine's event-loop delay, from the sign-in to the end: mean ${loop.meanMs.toFixed(1)} ms, ` +
+        `p99 ${loop.p99Ms.toFixed(1)} ms, max ${loop.maxMs.toFixed(1)} ms\n`,
     );
     return { since, until: await databaseNow(pool), waiting, busyShare: busy, stats, ended };
   }
