@@ -7,7 +7,7 @@
  */
 import { hostname } from 'node:os';
 import path from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import type { Registry } from 'prom-client';
 import { callControlChannel, ChangeListener, offerChannel } from '../core/change-notices.ts';
 import type { Clock } from '../core/clock.ts';
@@ -89,8 +89,25 @@ export async function startCallEngine(options: {
   metrics.countTransactions(() => sip.transactions);
   const owner = config.engineId ?? `${hostname()}:${sipPort}`;
   // Their queue entries leave first (`queue.left` before `call.ended`), then the calls end.
-  const queues = new QueueDistributor({ pool, databaseUrl: options.databaseUrl, owner, log });
-  await queues.start();
+  // Distribution and the reads that hand its offers over have connections of their own: an agent freed in a burst
+  // of ending calls is offered a caller without queueing behind those calls' writes on the engine's pool.
+  const distributionPool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    max: distributionConnections,
+    application_name: 'switchboard',
+  });
+  distributionPool.on('error', (error) => log.warn({ err: error }, 'distribution database connection lost'));
+  const queues = new QueueDistributor({
+    pool: distributionPool,
+    databaseUrl: options.databaseUrl,
+    owner,
+    log,
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  await queues.start().catch(async (error: unknown) => {
+    await distributionPool.end();
+    throw error;
+  });
   const ended = await endOwnedCalls(pool, owner, 'engine_restarted');
   if (ended > 0) log.warn({ owner, ended }, 'ended the calls a previous run of this engine held');
   const active = new ActiveCalls(metrics);
@@ -205,6 +222,7 @@ export async function startCallEngine(options: {
       clearInterval(commandPoll);
       clearInterval(offerSweep);
       await queues.close();
+      await distributionPool.end();
       await sweeping;
       await control.close();
       await offers.close();
@@ -215,6 +233,9 @@ export async function startCallEngine(options: {
     },
   };
 }
+
+/** The queue distributor's own connections (see `startCallEngine`). */
+const distributionConnections = 2;
 
 /**
  * The browser legs' media stack WEBRTC_MEDIA names. The libwebrtc binding is loaded only when chosen: it is native,

@@ -9,6 +9,11 @@
  *   queue where this engine holds entries distributes that queue: an entry came or went back in line, or an agent
  *   may be free. Each run offers entries until nothing more can be offered; runs of one queue do not overlap (a
  *   notice during a run asks for one more).
+ * - An offer this engine's run made for an entry this engine holds is handed to its wait at once, with the offered
+ *   agents' ringable devices (read in one statement for the commit's offers), so the ring round reads nothing before
+ *   its INVITEs; the offer's own `offered` notice is dropped (held while the run's transaction is in flight, since it
+ *   may come before the commit returns), as it would only have the wait read the entry again, on connections busy
+ *   with other calls. Distribution has connections of its own (call-engine.ts) for the same reason.
  * - Every second, as a safety net: the queues where this engine's entries wait are distributed (read only while its
  *   calls watch entries), and wrap-ups that are over end (`endWrapUps`).
  * - When the listening connection drops or comes back, every watched entry reads itself again.
@@ -19,7 +24,9 @@ import { endWrapUps, missedOffersLimit } from '../core/agents/agent-states.ts';
 import { ChangeListener, queueChannel } from '../core/change-notices.ts';
 import type { Log } from '../core/log.ts';
 import { abandonOwnedEntries, parseQueueNotice, queuesWithWaitingEntries } from '../core/queues/entries.ts';
-import { distributeMany } from '../core/queues/distribution.ts';
+import { type Distributed, distributeMany } from '../core/queues/distribution.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { ringableDevicesOf, type RingableDevices } from '../core/devices/devices.ts';
 import type { EntryOffer, QueueWatch } from './calls/services.ts';
 
 /** How often the safety net runs (distribution of this engine's queues, the end of wrap-ups). */
@@ -40,6 +47,12 @@ export class QueueDistributor implements QueueWatch {
   private readonly perQueue = new Map<string, number>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
+  /** Entries this engine offered whose `offered` notice has not come yet: it is dropped when it does. */
+  private readonly handing = new Set<string>();
+  /** Queues this engine is deciding offers of (a distribution transaction in flight), with the notices held. */
+  private readonly deciding = new Map<string, Set<string>>();
+  /** Handovers whose devices are being read. */
+  private readonly handovers = new Set<Promise<void>>();
   private listener: ChangeListener | undefined;
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
@@ -52,6 +65,8 @@ export class QueueDistributor implements QueueWatch {
       /** This engine's id (calls.engine_owner, queue_entries.engine_owner). */
       owner: string;
       log: Pick<Log, 'info' | 'warn'>;
+      /** The engine's time, by which SIP bindings expire (default the system clock). */
+      clock?: Clock;
     },
   ) {}
 
@@ -81,6 +96,7 @@ export class QueueDistributor implements QueueWatch {
     return () => {
       if (this.watchers.get(entryId) !== watcher) return;
       this.watchers.delete(entryId);
+      this.handing.delete(entryId);
       this.count(queueId, -1);
       // A wait that ends here may have freed its agent (the call ended, the wrap-up written): the callers still
       // waiting here are distributed now, without waiting for that change's notice to come back.
@@ -96,8 +112,17 @@ export class QueueDistributor implements QueueWatch {
   private onNotice(payload: string): void {
     const notice = parseQueueNotice(payload);
     if (notice === undefined) return;
-    if (notice.entryId !== undefined) this.watchers.get(notice.entryId)?.onChange();
-    if (notice.kind !== 'offered' && this.holdsEntriesIn(notice.queueId)) this.distribute(notice.queueId);
+    const { entryId, queueId, kind } = notice;
+    if (entryId !== undefined && this.watchers.has(entryId)) {
+      // An offer this engine made is handed over (`handOver`): its own notice would only have the wait read it again.
+      if (kind === 'offered' && this.handing.delete(entryId)) {
+        // The handover follows, or came first.
+      } else if (kind === 'offered' && this.deciding.has(queueId)) {
+        // Perhaps the offer this engine is committing: known once the commit returns.
+        this.deciding.get(queueId)?.add(entryId);
+      } else this.watchers.get(entryId)?.onChange();
+    }
+    if (kind !== 'offered' && this.holdsEntriesIn(queueId)) this.distribute(queueId);
   }
 
   private holdsEntriesIn(queueId: string): boolean {
@@ -112,6 +137,7 @@ export class QueueDistributor implements QueueWatch {
 
   /** Notices may have been missed: every watched entry reads itself again, and the safety net runs. */
   private onReset(): void {
+    this.handing.clear();
     for (const watcher of this.watchers.values()) watcher.onChange();
     this.sweep();
   }
@@ -127,12 +153,8 @@ export class QueueDistributor implements QueueWatch {
       do {
         this.again.delete(queueId);
         for (let offers = 0; offers < offersPerRun && !this.closed;) {
-          const offered = await distributeMany(this.options.pool, queueId, offersPerCommit);
-          // This engine's entries: their waits ring the agents without waiting for the notices.
-          for (const { entry, memberIds } of offered) {
-            if (entry.offered_at !== null)
-              this.watchers.get(entry.id)?.onChange({ offeredAt: entry.offered_at, memberIds });
-          }
+          const offered = await this.decide(queueId);
+          this.handOver(offered);
           if (offered.length < offersPerCommit) break;
           offers += offered.length;
         }
@@ -141,6 +163,55 @@ export class QueueDistributor implements QueueWatch {
       .catch((error: unknown) => this.options.log.warn({ err: error, queueId }, 'queue distribution failed'))
       .finally(() => this.running.delete(queueId));
     this.running.set(queueId, run);
+  }
+
+  /**
+   * One distribution transaction of the queue. The `offered` notices of this engine's entries that come meanwhile
+   * are held until it returns: those of its own offers are dropped (they are handed over), the others passed on.
+   */
+  private async decide(queueId: string): Promise<Distributed[]> {
+    const held = new Set<string>();
+    this.deciding.set(queueId, held);
+    let offered: Distributed[] = [];
+    try {
+      offered = await distributeMany(this.options.pool, queueId, offersPerCommit);
+      return offered;
+    } finally {
+      this.deciding.delete(queueId);
+      for (const { entry } of offered) {
+        if (!this.watchers.has(entry.id)) continue;
+        // Its notice came already (dropped), or will come (dropped then).
+        if (!held.delete(entry.id)) this.handing.add(entry.id);
+      }
+      for (const entryId of held) this.watchers.get(entryId)?.onChange();
+    }
+  }
+
+  /**
+   * This engine's entries among the offers: their waits ring the agents without waiting for the notices, and with
+   * the agents' devices read here in one statement for all of them (ringing.ts then reads nothing before its
+   * INVITEs; when this read fails, each round reads its own).
+   */
+  private handOver(offered: readonly Distributed[]): void {
+    const mine = offered.filter(({ entry }) => entry.offered_at !== null && this.watchers.has(entry.id));
+    if (mine.length === 0) return;
+    const { pool, clock = systemClock } = this.options;
+    const memberIds = mine.flatMap((offer) => offer.memberIds);
+    const workspaceId = (mine[0] as Distributed).entry.workspace_id;
+    const handover = ringableDevicesOf(pool, workspaceId, { memberIds, userIds: [] }, clock.now())
+      .catch((error: unknown) => {
+        this.options.log.warn({ err: error }, "the offered agents' devices could not be read");
+        return undefined;
+      })
+      .then((ringable) => {
+        for (const { entry, memberIds: members } of mine) {
+          const offer = { offeredAt: entry.offered_at as Date, memberIds: members };
+          const theirs = ringable === undefined ? undefined : devicesOf(ringable, members);
+          this.watchers.get(entry.id)?.onChange(theirs === undefined ? offer : { ...offer, ringable: theirs });
+        }
+      })
+      .finally(() => this.handovers.delete(handover));
+    this.handovers.add(handover);
   }
 
   private sweep(): void {
@@ -163,5 +234,13 @@ export class QueueDistributor implements QueueWatch {
     await this.listener?.close();
     await this.sweeping;
     await Promise.all(this.running.values());
+    await Promise.all(this.handovers);
   }
+}
+
+/** The devices of `memberIds` among those read. */
+function devicesOf(ringable: RingableDevices, memberIds: readonly string[]): RingableDevices {
+  const theirs = (device: { member_id: string | null }) =>
+    device.member_id !== null && memberIds.includes(device.member_id);
+  return { offered: ringable.offered.filter(theirs), sip: ringable.sip.filter(({ device }) => theirs(device)) };
 }

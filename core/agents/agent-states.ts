@@ -10,7 +10,7 @@
 import type pg from 'pg';
 import { inTransaction, type Queryable } from '../database.ts';
 import { memberHasLiveDevice } from '../devices/devices.ts';
-import { appendEvent } from '../events/outbox.ts';
+import { appendEvent, appendEvents } from '../events/outbox.ts';
 import type { PageWindow } from '../rows.ts';
 import { keysetPage } from '../rows.ts';
 
@@ -122,8 +122,13 @@ export interface ChangedAgent {
 
 /** The change's `agent.state_changed` event, in the transaction that made it. */
 async function writeStateChanged(db: Queryable, agent: AgentRow, previous: AgentState): Promise<void> {
-  await appendEvent(db, {
-    type: 'agent.state_changed',
+  await appendEvent(db, stateChanged(agent, previous));
+}
+
+/** The `agent.state_changed` event of a change to `agent` from `previous`. */
+function stateChanged(agent: AgentRow, previous: AgentState) {
+  return {
+    type: 'agent.state_changed' as const,
     streamId: agent.member_id,
     applicationId: agent.application_id,
     workspaceId: agent.workspace_id,
@@ -140,7 +145,7 @@ async function writeStateChanged(db: Queryable, agent: AgentRow, previous: Agent
         changedAt: (agent.changed_at as Date).toISOString(),
       },
     },
-  });
+  };
 }
 
 /**
@@ -253,7 +258,11 @@ export async function offerAgents(
       RETURNING ${columns}`,
     [workspaceId, offers.map((offer) => offer.memberId), offers.map((offer) => offer.entryId)],
   );
-  for (const agent of updated.rows) await writeStateChanged(db, agent, 'available');
+  // The events in one statement: a burst of freed agents is offered in one commit, not one round trip per agent.
+  await appendEvents(
+    db,
+    updated.rows.map((agent) => stateChanged(agent, 'available')),
+  );
   return updated.rows;
 }
 

@@ -6,6 +6,7 @@
  */
 import type { Queryable } from '../database.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
+import { type BindingJson, bindingsFromJson, liveBindingsJson, type SipBinding } from './sip-bindings.ts';
 
 export type DeviceKind = 'browser' | 'mobile' | 'sip';
 export const deviceKinds: readonly DeviceKind[] = ['browser', 'mobile', 'sip'];
@@ -198,47 +199,48 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
   return readDevice(db, id);
 }
 
-type People = { memberIds: readonly string[]; userIds: readonly string[] };
+export type People = { memberIds: readonly string[]; userIds: readonly string[] };
 
-/** The devices of the given members and users of the workspace that are not on a call and meet `condition`, oldest first. */
-async function freeDevicesOf(
+/**
+ * What a `ring` round rings of some people (docs/phones.md, "The ring step"), read in one statement: those of their
+ * devices that are not on a call and can ring now.
+ */
+export interface RingableDevices {
+  /** `browser` and `mobile` devices with a live presence lease, offered the call; oldest first. */
+  offered: DeviceRow[];
+  /**
+   * `sip` devices with credentials and at least one binding live at the engine's time, rung by INVITE at each
+   * (engine/calls/ring-sip.ts); oldest first, each device's bindings freshest first.
+   */
+  sip: { device: DeviceRow; bindings: SipBinding[] }[];
+}
+
+/**
+ * The ringable devices of the given members and users of the workspace (see `RingableDevices`), each binding's
+ * expiry judged at `now`, the engine's time. `makeOffers` checks lease and busy again as it offers.
+ */
+export async function ringableDevicesOf(
   db: Queryable,
   workspaceId: string,
   people: People,
-  condition: string,
-): Promise<DeviceRow[]> {
-  const result = await db.query<DeviceRow>(
-    `SELECT ${columns} ${from}
+  now: Date,
+): Promise<RingableDevices> {
+  const result = await db.query<DeviceRow & { bindings: BindingJson[] | null }>(
+    `SELECT ${columns}, CASE WHEN d.kind = 'sip' THEN ${liveBindingsJson('d.id', '$4')} END AS bindings ${from}
       WHERE d.workspace_id = $1 AND (d.member_id = ANY ($2::uuid[]) OR d.app_user_id = ANY ($3::uuid[]))
-        AND ${condition} AND d.busy_call_id IS NULL AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
+        AND d.busy_call_id IS NULL AND (d.app_user_id IS NULL OR u.removed_at IS NULL)
+        AND ((d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp())
+             OR (d.kind = 'sip' AND s.username IS NOT NULL))
       ORDER BY d.created_at, d.id`,
-    [workspaceId, [...people.memberIds], [...people.userIds]],
+    [workspaceId, [...people.memberIds], [...people.userIds], now],
   );
-  return result.rows;
-}
-
-/**
- * The devices a `ring` step may offer a call to, of the given members and users of the workspace: `browser` and
- * `mobile` ones with a live presence lease that are not on a call, oldest first. A `sip` device is left out: it is
- * rung by INVITE at its bindings (`ringableSipDevices`, engine/calls/ring-sip.ts). `makeOffers` checks lease and
- * busy again as it offers.
- */
-export function ringableDevices(db: Queryable, workspaceId: string, people: People): Promise<DeviceRow[]> {
-  return freeDevicesOf(
-    db,
-    workspaceId,
-    people,
-    `d.kind IN ('browser', 'mobile') AND d.presence_expires_at > clock_timestamp()`,
-  );
-}
-
-/**
- * The `sip` devices a `ring` step may ring, of the given members and users of the workspace: those with credentials
- * not on a call, oldest first. Whether one has a live binding (where its INVITE goes) is sip-bindings.ts's
- * `liveSipBindings`.
- */
-export function ringableSipDevices(db: Queryable, workspaceId: string, people: People): Promise<DeviceRow[]> {
-  return freeDevicesOf(db, workspaceId, people, `d.kind = 'sip' AND s.username IS NOT NULL`);
+  const ringable: RingableDevices = { offered: [], sip: [] };
+  for (const { bindings, ...device } of result.rows) {
+    if (device.kind !== 'sip') ringable.offered.push(device);
+    else if (bindings !== null && bindings.length > 0)
+      ringable.sip.push({ device, bindings: bindingsFromJson(bindings) });
+  }
+  return ringable;
 }
 
 /**

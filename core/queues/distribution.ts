@@ -9,7 +9,7 @@ import type pg from 'pg';
 import { changeAgentState, offerAgents, offerableAgents } from '../agents/agent-states.ts';
 import { inTransaction } from '../database.ts';
 import { type LockedQueue, lockQueue } from '../routing/queues.ts';
-import { entryColumns, type EntryRow, notifyAll } from './entries.ts';
+import { entryColumns, type EntryRow, markOffered } from './entries.ts';
 
 export interface Distributed {
   entry: EntryRow;
@@ -59,23 +59,13 @@ export async function distributeMany(pool: pg.Pool, queueId: string, most: numbe
     const pairs = agents.map((memberId, index) => ({ memberId, entryId: (waiting[index] as EntryRow).id }));
     const offered = await offerAgents(db, queue.workspace_id, pairs);
     const agentOf = new Map(offered.map((agent) => [agent.entry_id as string, agent.member_id]));
-    const updated = await db.query<EntryRow>(
-      `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp()
-        WHERE id = ANY ($1::uuid[]) RETURNING ${entryColumns}`,
-      [[...agentOf.keys()]],
-    );
-    const byId = new Map(updated.rows.map((entry) => [entry.id, entry]));
+    const byId = new Map((await markOffered(db, queue.id, [...agentOf.keys()])).map((entry) => [entry.id, entry]));
     // In line order, as they were read.
-    const offers = waiting.flatMap((entry) => {
+    return waiting.flatMap((entry) => {
       const row = byId.get(entry.id);
       const memberId = agentOf.get(entry.id);
       return row === undefined || memberId === undefined ? [] : [{ entry: row, memberIds: [memberId] }];
     });
-    await notifyAll(
-      db,
-      offers.map((offer) => ({ queueId: queue.id, entryId: offer.entry.id, kind: 'offered' as const })),
-    );
-    return offers;
   });
 }
 
@@ -100,10 +90,7 @@ async function offerNext(db: pg.PoolClient, queue: LockedQueue): Promise<Distrib
     queue.strategy === 'ring_all' ? 50 : 1,
   );
   if (memberIds.length === 0) return undefined;
-  const updated = await db.query<EntryRow>(
-    `UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp() WHERE id = $1 RETURNING ${entryColumns}`,
-    [first.id],
-  );
+  const [updated] = await markOffered(db, queue.id, [first.id]);
   for (const memberId of memberIds) {
     await changeAgentState(db, queue.workspace_id, memberId, {
       state: 'offered',
@@ -112,6 +99,5 @@ async function offerNext(db: pg.PoolClient, queue: LockedQueue): Promise<Distrib
       offeredNow: true,
     });
   }
-  await notifyAll(db, [{ queueId: queue.id, entryId: first.id, kind: 'offered' }]);
-  return { entry: updated.rows[0] as EntryRow, memberIds };
+  return { entry: updated as EntryRow, memberIds };
 }

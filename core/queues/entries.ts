@@ -56,15 +56,24 @@ export async function notify(db: Queryable, notice: QueueNotice): Promise<void> 
 }
 
 /**
- * Notices announced in the transaction of `db` (delivered at its commit, never lost apart from it), several in one
- * statement: distribution's offers, which the engine holding each entry waits for to ring the agent.
+ * Distribution's entries `offered` now, each announced (`offered`) in the transaction of `db` (delivered at its
+ * commit, never lost apart from it: the engine holding each entry waits for it to ring the agent), in one statement; the entries as they are after it. Only for entries the transaction holds locked.
  */
-export async function notifyAll(db: Queryable, notices: readonly QueueNotice[]): Promise<void> {
-  if (notices.length === 0) return;
-  await db.query('SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload', [
-    queueChannel,
-    notices.map((notice) => JSON.stringify(notice)),
-  ]);
+export async function markOffered(db: Queryable, queueId: string, entryIds: readonly string[]): Promise<EntryRow[]> {
+  if (entryIds.length === 0) return [];
+  const notices = entryIds.map((entryId) =>
+    JSON.stringify({ queueId, entryId, kind: 'offered' } satisfies QueueNotice),
+  );
+  const updated = await db.query<EntryRow>(
+    `WITH offered AS (
+       UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp()
+        WHERE id = ANY ($1::uuid[]) RETURNING ${entryColumns})
+     , notified AS (
+       SELECT pg_notify($3, n.payload) FROM offered JOIN unnest($1::uuid[], $2::text[]) AS n (id, payload) USING (id))
+     SELECT offered.*, (SELECT count(*) FROM notified) AS notices FROM offered`,
+    [[...entryIds], notices, queueChannel],
+  );
+  return updated.rows;
 }
 
 /** The `queue` object of `queue.entered` and `queue.left` (spec section 2). */

@@ -14,14 +14,14 @@ import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/defin
 import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { FinishTransferCommand, SuperviseCommand, TransferCommand } from '../../core/calls/commands.ts';
 import type { MediaEndpoint } from '../media/rtp.ts';
-import type { CallControl, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
+import type { CallControl, Prompt, QueueCall, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
 import { bridgeDialled, type Dialled, type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
 import { type AsideRound, type CallerMedia, connectionOf, holdSignal } from './connection.ts';
 import { promptAudio } from './prompt-audio.ts';
 import { Supervisions } from './supervision.ts';
 import { type TransferHost, transferQueueRequest, Transfers, transferRingMs } from './transfer.ts';
 import type { Leg } from './leg.ts';
-import { type QueueCall, waitInQueue } from './queueing.ts';
+import { waitInQueue } from './queueing.ts';
 import { type QueuedRound, ringRound, type RoundContext } from './ringing.ts';
 import { runPlan } from './runner.ts';
 import type { CallServices } from './services.ts';

@@ -4,6 +4,8 @@
  */
 import type { RoutingPlanDefinition, RingTarget } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/schedule.ts';
+import type { MediaEndpoint } from '../media/rtp.ts';
+import type { QueuedRound } from './ringing.ts';
 
 export type Prompt = { tts: string } | { audioUrl: string };
 
@@ -70,4 +72,32 @@ export interface RunnerContext {
 /** What one step is given: the run, and its own id in the plan. */
 export interface StepContext extends RunnerContext {
   stepId: string;
+}
+
+/** What a `queue` step's wait needs of its call (queueing.ts; call.ts implements it). */
+export interface QueueCall {
+  callId: string;
+  workspaceId: string;
+  /** The caller's number (a callback dials it). */
+  fromNumber: string;
+  /** The caller's media now. */
+  caller(): MediaEndpoint;
+  /** Aborts when the call ends. */
+  gone: AbortSignal;
+  onDtmf(listener: (digit: string) => void): () => void;
+  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RingOutcome>;
+  /** Runs `hook` before the call's end is recorded, whatever ends it. */
+  beforeEnd(hook: () => Promise<void>): void;
+  /** Plays a text prompt to the caller (resolves when done, or at once when it cannot be made). */
+  say(text: string): Promise<void>;
+  /**
+   * The goodbye, then our BYE to the caller; the call goes on without them (a callback). The caller hanging up
+   * meanwhile does not end the call.
+   */
+  releaseCaller(goodbye?: string): Promise<void>;
+  /** Dials `number` through the called number's carrier; answered, it is the call's caller leg (true). */
+  dialBack(number: string, timeoutMs: number): Promise<boolean>;
+  /** A dialled-back caller who is not wanted after all: BYE, the call goes on without them. */
+  dropCaller(): Promise<void>;
+  hangup(reason: string): Promise<void>;
 }

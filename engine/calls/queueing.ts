@@ -30,6 +30,7 @@
  */
 import { agentsOffered, missedOffersLimit } from '../../core/agents/agent-states.ts';
 import { changeState } from '../../core/calls/calls.ts';
+import type { RingableDevices } from '../../core/devices/devices.ts';
 import {
   answerEntry,
   entryById,
@@ -42,14 +43,11 @@ import {
 } from '../../core/queues/entries.ts';
 import { entryPlace } from '../../core/queues/figures.ts';
 import { queueById, type QueueRow } from '../../core/routing/queues.ts';
-import type { RingTarget } from '../../core/routing/definition.ts';
 import { e164Regex } from '../../core/routing/validate-schema.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
-import type { QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
+import type { QueueCall, QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
 import { playLooped } from './hold.ts';
 import { announcementText, firstAnnouncementMs } from './queue-announcements.ts';
-import type { QueuedRound } from './ringing.ts';
 import type { CallServices, EntryOffer } from './services.ts';
 
 /** How long a queue's offer rings the agent's devices before it counts as missed. */
@@ -63,34 +61,6 @@ export const callbackGoodbye = 'Thank you. We will call you back when an agent i
 export const callbackRingMs = 30_000;
 /** Callbacks the caller did not answer before the entry is given up. */
 export const callbackAttempts = 3;
-
-/** What the wait needs of its call (call.ts implements it). */
-export interface QueueCall {
-  callId: string;
-  workspaceId: string;
-  /** The caller's number (a callback dials it). */
-  fromNumber: string;
-  /** The caller's media now. */
-  caller(): MediaEndpoint;
-  /** Aborts when the call ends. */
-  gone: AbortSignal;
-  onDtmf(listener: (digit: string) => void): () => void;
-  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RingOutcome>;
-  /** Runs `hook` before the call's end is recorded, whatever ends it. */
-  beforeEnd(hook: () => Promise<void>): void;
-  /** Plays a text prompt to the caller (resolves when done, or at once when it cannot be made). */
-  say(text: string): Promise<void>;
-  /**
-   * The goodbye, then our BYE to the caller; the call goes on without them (a callback). The caller hanging up
-   * meanwhile does not end the call.
-   */
-  releaseCaller(goodbye?: string): Promise<void>;
-  /** Dials `number` through the called number's carrier; answered, it is the call's caller leg (true). */
-  dialBack(number: string, timeoutMs: number): Promise<boolean>;
-  /** A dialled-back caller who is not wanted after all: BYE, the call goes on without them. */
-  dropCaller(): Promise<void>;
-  hangup(reason: string): Promise<void>;
-}
 
 /** Runs the wait; see the file's comment. */
 export async function waitInQueue(services: CallServices, call: QueueCall, step: QueueRequest): Promise<QueueOutcome> {
@@ -130,6 +100,8 @@ class QueueWait {
   private answeredBy: string | undefined;
   /** An offer this engine's distribution just made, handed over by the watch (nothing read since). */
   private offered: EntryOffer | undefined;
+  /** When the last offer rung was made (its `offered_at`): an offer is rung once. */
+  private rungAt: number | undefined;
 
   constructor(
     private readonly services: CallServices,
@@ -295,7 +267,10 @@ class QueueWait {
   private async changed(): Promise<QueueOutcome | undefined> {
     const offered = this.offered;
     this.offered = undefined;
-    if (offered !== undefined) return this.offer(offered.offeredAt, [...offered.memberIds]);
+    // A handed-over offer may come after its notice had the entry read and rung: that offer is not rung twice.
+    if (offered !== undefined && offered.offeredAt.getTime() !== this.rungAt) {
+      return this.offer(offered.offeredAt, [...offered.memberIds], offered.ringable);
+    }
     const now = await entryById(this.services.pool, this.entry.id);
     // Left without this wait's doing (not by an answer here: that returned already): the plan goes on.
     if (now === undefined || now.left_at !== null) return 'overflowed';
@@ -306,8 +281,13 @@ class QueueWait {
   }
 
   /** Rings the offered agents; see the file's comment. */
-  private async offer(offeredAt: Date, members: string[]): Promise<QueueOutcome | undefined> {
+  private async offer(
+    offeredAt: Date,
+    members: string[],
+    ringable?: RingableDevices,
+  ): Promise<QueueOutcome | undefined> {
     const { pool } = this.services;
+    this.rungAt = offeredAt.getTime();
     const stop = new AbortController();
     let why: 'changed' | 'deadline' | undefined;
     const stopFor = (reason: 'changed' | 'deadline') => {
@@ -335,6 +315,7 @@ class QueueWait {
           waitAudio: (signal) => signal.addEventListener('abort', () => this.stopHold(), { once: true }),
           stop: stop.signal,
           claim: (memberId) => this.claim(memberId),
+          ...(ringable === undefined ? {} : { ringable }),
         },
       );
     } finally {

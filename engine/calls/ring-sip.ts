@@ -14,9 +14,8 @@
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
 import { addLeg, setLegState } from '../../core/calls/calls.ts';
-import { systemClock } from '../../core/clock.ts';
-import { ringableSipDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
-import { liveSipBindings, type SipBinding } from '../../core/devices/sip-bindings.ts';
+import { setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
+import type { SipBinding } from '../../core/devices/sip-bindings.ts';
 import type { RingMode } from '../../core/routing/definition.ts';
 import { bridgeCaller, reportConnected } from './connection.ts';
 import { holdSignal } from './hold-signal.ts';
@@ -69,19 +68,6 @@ export interface SipRinging {
 export function abandonRinging(sip: SipRinging): void {
   sip.stop();
   void sip.answered.then((answer) => answer?.hangup());
-}
-
-/** The live bindings of the people's ringable `sip` devices, at the engine's time. */
-export async function sipRingTargets(
-  services: CallServices,
-  workspaceId: string,
-  people: { memberIds: readonly string[]; userIds: readonly string[] },
-): Promise<SipRingTarget[]> {
-  const devices = await ringableSipDevices(services.pool, workspaceId, people);
-  const now = (services.clock ?? systemClock).now();
-  // Each device's bindings read at once: a queue's offer waits for these before its INVITEs.
-  const bindings = await Promise.all(devices.map((device) => liveSipBindings(services.pool, device.id, now)));
-  return devices.flatMap((device, index) => (bindings[index] ?? []).map((binding) => ({ device, binding })));
 }
 
 /** The caller's number as a SIP user part (anything else is `anonymous`). */

@@ -16,21 +16,23 @@
  *
  * A queue's offer (`queued`, queueing.ts) is such a round with three differences: the caller hears the queue's
  * audio instead of ringback, the round also ends when its `stop` aborts or every offer was declined, and an answering
- * device must `claim` the entry before the call is connected to it.
+ * device must `claim` the entry before the call is connected to it. Its devices may come with the offer, read by the
+ * distribution that made it (ring-targets.ts): then nothing is read before the phones' INVITEs.
  */
 import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
-import { ringableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
+import { type RingableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
-import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
+import type { RingTarget } from '../../core/routing/definition.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { playLooped } from './hold.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { WebRtcMedia } from '../media/webrtc-endpoint.ts';
-import type { RingOutcome, RingPerson } from './control.ts';
+import type { RingOutcome } from './control.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
 import { farEndHungUp } from './leg.ts';
 import { BrowserLeg } from './legs/browser.ts';
-import { abandonRinging, connectSipDevice, ringSipDevices, sipRingTargets } from './ring-sip.ts';
+import { abandonRinging, connectSipDevice, ringSipDevices } from './ring-sip.ts';
+import { modeFor, ownersOf, roundTargets } from './ring-targets.ts';
 import type { CallServices } from './services.ts';
 
 /** How long an answering device has to bring ICE and DTLS up once its answer is taken. */
@@ -70,6 +72,8 @@ export interface QueuedRound {
    * false (the entry is no longer theirs) hangs the device up and the round is unanswered.
    */
   claim(memberId: string | null): Promise<boolean>;
+  /** The agents' devices as the distribution read them with its offer: the round reads none before its INVITEs. */
+  ringable?: RingableDevices;
 }
 
 /** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
@@ -83,21 +87,7 @@ export async function ringRound(
   timeoutMs: number,
 ): Promise<RingOutcome> {
   const { pool, log } = services;
-  const people = targets.filter((target): target is RingPerson => !('cell' in target));
-  const cells = targets.flatMap((target) => ('cell' in target ? [target.cell] : []));
-  const ids = {
-    memberIds: people.flatMap((person) => ('memberId' in person ? [person.memberId] : [])),
-    userIds: people.flatMap((person) => ('userId' in person ? [person.userId] : [])),
-  };
-  // SIP devices are rung by INVITE at their live bindings (ring-sip.ts), beside the offers; both read at once.
-  const [devices, sipFound] =
-    people.length === 0
-      ? [[], []]
-      : await Promise.all([
-          ringableDevices(pool, round.workspaceId, ids),
-          sipRingTargets(services, round.workspaceId, ids),
-        ]);
-  const sipTargets = sipFound.map((target) => ({ ...target, mode: modeFor(target.device, people) }));
+  const { people, cells, devices, sipTargets } = await roundTargets(services, round, targets);
   if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
     return 'unanswered';
   }
@@ -304,14 +294,6 @@ export async function ringRound(
   }
 }
 
-/** The `mode` of the first target naming the device's person (`ring` when none says). */
-function modeFor(device: DeviceRow, people: readonly RingPerson[]): RingMode {
-  const target = people.find((person) =>
-    'memberId' in person ? person.memberId === device.member_id : person.userId === device.app_user_id,
-  );
-  return target?.mode ?? 'ring';
-}
-
 /** The round's accepted offer, if any. */
 async function acceptedOffer(pool: CallServices['pool'], round: RoundContext): Promise<OfferRow | undefined> {
   return (await decidedOffers(pool, round)).offer;
@@ -327,16 +309,6 @@ async function decidedOffers(
     offer: offers.find((offer) => offer.state === 'accepted'),
     noneWaiting: offers.length > 0 && offers.every((offer) => offer.state !== 'offered'),
   };
-}
-
-function ownersOf(devices: readonly (DeviceRow | undefined)[]): { memberIds: string[]; externalUserIds: string[] } {
-  const memberIds = new Set<string>();
-  const externalUserIds = new Set<string>();
-  for (const device of devices) {
-    if (device?.member_id) memberIds.add(device.member_id);
-    if (device?.external_user_id) externalUserIds.add(device.external_user_id);
-  }
-  return { memberIds: [...memberIds], externalUserIds: [...externalUserIds] };
 }
 
 /**

@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.ts';
 import type { IceServer } from '../../core/config.ts';
+import type { RingableDevices } from '../../core/devices/devices.ts';
 import type { Log } from '../../core/log.ts';
 import type { Prompts } from '../media/prompts.ts';
 import type { WebRtcMediaFactory } from '../media/webrtc-endpoint.ts';
@@ -10,13 +11,15 @@ import type { CarrierDirectory } from '../sip/carriers.ts';
 import type { SipEndpoint } from '../sip/user-agent.ts';
 import type { CallMetrics } from './metrics.ts';
 
-/** The engine's distributor as a queue's wait sees it (engine/queue-distributor.ts). */
 /** An offer distribution has just committed: the entry as it is now, and the members it is offered to. */
 export interface EntryOffer {
   offeredAt: Date;
   memberIds: readonly string[];
+  /** The members' devices, read once the offer was committed (the ring round then reads none). */
+  ringable?: RingableDevices;
 }
 
+/** The engine's distributor as a queue's wait sees it (engine/queue-distributor.ts). */
 export interface QueueWatch {
   /**
    * Calls `onChange` whenever the entry may have changed (a notice names it, a distribution here offered it, notices

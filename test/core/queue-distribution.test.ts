@@ -9,7 +9,6 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { agentOf, endWrapUps, missedOffersLimit } from '../../core/agents/agent-states.ts';
 import { registerDevice } from '../../core/devices/devices.ts';
-import { createMember } from '../../core/identity/members.ts';
 import {
   abandonOwnedEntries,
   answerEntry,
@@ -23,6 +22,7 @@ import {
 } from '../../core/queues/entries.ts';
 import { distribute, distributeMany } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/routing/queues.ts';
+import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 
 let service: TestService;
@@ -41,32 +41,12 @@ async function contactCenter(agents: number, strategy = 'longest_idle', availabl
   const workspaceId = setup.workspace.id as string;
   const memberIds: string[] = [];
   for (let index = 0; index < agents; index += 1) {
-    const member = await createMember(service.pool, {
-      workspaceId,
-      email: `agent${index}-${randomUUID()}@example.com`,
-      scopes: ['calls:*'],
-    });
-    memberIds.push(member.id);
-    await registerDevice(
-      service.pool,
-      workspaceId,
-      { memberId: member.id },
-      { kind: 'browser', name: null, clientId: null },
-    );
+    const memberId = await newMember(service.pool, workspaceId, `agent${index}`);
+    memberIds.push(memberId);
+    await registerDevice(service.pool, workspaceId, { memberId }, { kind: 'browser', name: null, clientId: null });
   }
   const queue = await createQueue(service.pool, workspaceId, { name: 'Support', strategy, wrapUpSecs: 0, memberIds });
-  if (available) {
-    for (const memberId of memberIds) {
-      const set = await setStateByPerson(service.pool, {
-        workspaceId,
-        memberId,
-        state: 'available',
-        reason: null,
-        actor: 'application',
-      });
-      if (set.outcome !== 'changed') throw new Error(`available: ${set.outcome}`);
-    }
-  }
+  if (available) await makeAvailable(service.pool, workspaceId, memberIds);
   const enter = async () => {
     const call = await liveCall(service.pool, setup);
     const entry = await enterQueue(service.pool, { callId: call.id, queueId: queue.id, engineOwner: 'engine-test' });

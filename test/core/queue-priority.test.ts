@@ -4,22 +4,14 @@
  * `queue.entered` carries the priority; the position counts the entries still in line ahead (higher priority, or the
  * same and earlier), and the expected wait follows the queue's answers of the last 15 minutes.
  */
-import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { registerDevice } from '../../core/devices/devices.ts';
-import { createMember } from '../../core/identity/members.ts';
-import {
-  answerEntry,
-  enterQueue,
-  entryById,
-  leaveQueue,
-  queueCallEnded,
-  setStateByPerson,
-} from '../../core/queues/entries.ts';
+import { answerEntry, enterQueue, entryById, leaveQueue, queueCallEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { answerRateWindowSecs, entryPlace, expectedWaitSecs } from '../../core/queues/figures.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { announcementText } from '../../engine/calls/queue-announcements.ts';
+import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 
 let service: TestService;
@@ -36,11 +28,7 @@ test.after.always(async () => {
 async function oneAgentQueue() {
   const setup = await workspaceWithUser(service);
   const workspaceId = setup.workspace.id as string;
-  const member = await createMember(service.pool, {
-    workspaceId,
-    email: `agent-${randomUUID()}@example.com`,
-    scopes: ['calls:*'],
-  });
+  const member = { id: await newMember(service.pool, workspaceId) };
   await registerDevice(
     service.pool,
     workspaceId,
@@ -65,14 +53,7 @@ async function oneAgentQueue() {
     return entry;
   };
   const available = async () => {
-    const set = await setStateByPerson(service.pool, {
-      workspaceId,
-      memberId: member.id,
-      state: 'available',
-      reason: null,
-      actor: 'application',
-    });
-    if (set.outcome !== 'changed') throw new Error(`available: ${set.outcome}`);
+    await makeAvailable(service.pool, workspaceId, [member.id]);
   };
   /** The agent answers `entryId` (offered to them) and the call ends at once: the agent is available again. */
   const answer = async (entryId: string) => {
