@@ -56,24 +56,26 @@ export async function notify(db: Queryable, notice: QueueNotice): Promise<void> 
 }
 
 /**
- * Distribution's entries `offered` now, each announced (`offered`) in the transaction of `db` (delivered at its
- * commit, never lost apart from it: the engine holding each entry waits for it to ring the agent), in one statement; the entries as they are after it. Only for entries the transaction holds locked.
+ * Distribution's entries made `offered` now and each announced (`offered`) in the transaction of `db`, in one
+ * statement: the notices are delivered at its commit and never lost apart from it (the engine holding an entry that
+ * another engine offered waits for its notice to ring the agent). The entries as they are after it; only for entries
+ * the transaction holds locked.
  */
 export async function markOffered(db: Queryable, queueId: string, entryIds: readonly string[]): Promise<EntryRow[]> {
   if (entryIds.length === 0) return [];
   const notices = entryIds.map((entryId) =>
     JSON.stringify({ queueId, entryId, kind: 'offered' } satisfies QueueNotice),
   );
-  const updated = await db.query<EntryRow>(
+  const updated = await db.query<EntryRow & { notices: string }>(
     `WITH offered AS (
        UPDATE queue_entries SET state = 'offered', offered_at = clock_timestamp()
-        WHERE id = ANY ($1::uuid[]) RETURNING ${entryColumns})
-     , notified AS (
+        WHERE id = ANY ($1::uuid[]) RETURNING ${entryColumns}),
+       notified AS (
        SELECT pg_notify($3, n.payload) FROM offered JOIN unnest($1::uuid[], $2::text[]) AS n (id, payload) USING (id))
      SELECT offered.*, (SELECT count(*) FROM notified) AS notices FROM offered`,
     [[...entryIds], notices, queueChannel],
   );
-  return updated.rows;
+  return updated.rows.map(({ notices: _notices, ...entry }) => entry);
 }
 
 /** The `queue` object of `queue.entered` and `queue.left` (spec section 2). */
