@@ -5,8 +5,9 @@
  * - a source address or username with too many failed attempts in the window: 503 with Retry-After, before any work;
  * - no credentials for our realm (or an algorithm we did not offer): 401 with one challenge per algorithm, SHA-256
  *   first (RFC 8760), a stateless nonce (digest.ts) and qop=auth;
- * - credentials that do not parse: 400; a nonce not ours, an unknown username or a wrong response: 403, counted as a
- *   failure; a right response on a stale nonce: 401 with `stale=true`; a nonce count already seen: 401;
+ * - credentials that do not parse, or whose digest `uri` is not the Request-URI: 400; a nonce not ours, an unknown
+ *   username or a wrong response: 403, counted as a failure; a right response on a stale nonce: 401 with
+ *   `stale=true`; a nonce count already seen: 401;
  * - then the contacts: `*` with `Expires: 0` removes every binding; each contact's `expires` parameter, else the
  *   Expires header, else the maximum; 0 removes it, below the minimum is 423 with Min-Expires, above the maximum is
  *   cut to it; 200 lists the device's contacts with the seconds each has left.
@@ -17,13 +18,14 @@
 import { createHash, hkdfSync } from 'node:crypto';
 import type pg from 'pg';
 import { Counter, type Registry } from 'prom-client';
-import type { IncomingRegisterRequest } from 'sip.js/lib/core/index.js';
+import { Grammar, type IncomingRegisterRequest, type URI } from 'sip.js/lib/core/index.js';
 import { NameAddrHeader } from 'sip.js/lib/grammar/index.js';
 import { type Clock, systemClock } from '../../core/clock.ts';
 import type { Log } from '../../core/log.ts';
 import { applyRegistration, sweepExpiredSipBindings } from '../../core/devices/sip-bindings.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
-import { contactWildcardHeader, type Source } from './addressing.ts';
+import { contactWildcardHeader, dialedHeader, type Source } from './addressing.ts';
+import { engineUser } from './user-agent.ts';
 import {
   challengeHeaders,
   checkNonce,
@@ -167,6 +169,11 @@ export class Registrar {
     if (credentials.realm !== registrarRealm || !this.algorithms.includes(credentials.algorithm)) {
       return this.challenge(request, source, now);
     }
+    // The response signs `uri`: it must name the resource of the Request-Line (RFC 7616 section 3.4.6), or the
+    // credentials were made for another request.
+    if (!sameResource(credentials.uri, message.ruri, message.getHeader(dialedHeader))) {
+      return this.answer(request, 'invalid', { statusCode: 400, reasonPhrase: 'Digest URI Mismatch' });
+    }
     const byUsername = this.limiter.blocked(usernameKey(credentials.username), now.getTime());
     if (byUsername !== undefined) return this.limited(request, byUsername);
     const nonce = checkNonce(this.nonceKey, credentials.nonce, now, source.address, nonceLifetimeMs);
@@ -278,4 +285,22 @@ export class Registrar {
     }
     return true;
   }
+}
+
+/**
+ * Whether the digest's `uri` names the same resource as the Request-URI: scheme, host and port alike (scheme and host
+ * in any case, RFC 3261 section 19.1.4) and the same user part; parameters are not compared. The transport gave the
+ * Request-URI the engine's own user (addressing.ts): the user the phone wrote is `dialed` when it wrote another one,
+ * and none or the engine's own otherwise, which are taken as the same.
+ */
+function sameResource(digestUri: string, requestUri: URI | undefined, dialed: string | undefined): boolean {
+  const named = Grammar.URIParse(digestUri);
+  if (named === undefined || requestUri === undefined) return false;
+  const user = (value: string | undefined) => (value === undefined || value === engineUser ? '' : value);
+  return (
+    named.scheme.toLowerCase() === requestUri.scheme.toLowerCase() &&
+    named.host.toLowerCase() === requestUri.host.toLowerCase() &&
+    named.port === requestUri.port &&
+    user(named.user) === user(dialed ?? requestUri.user)
+  );
 }

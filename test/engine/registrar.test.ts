@@ -83,11 +83,15 @@ async function phone(t: ExecutionContext, address = '127.0.0.1') {
     port,
     callId,
     /** One REGISTER (headers given as lines), its final answer. */
-    register(username: string, lines: string[], options: { cseq?: number } = {}): Promise<SipAnswer> {
+    register(
+      username: string,
+      lines: string[],
+      options: { cseq?: number; requestUri?: string } = {},
+    ): Promise<SipAnswer> {
       // An explicit CSeq (an old one) leaves the phone's own count where it was.
       const number = options.cseq ?? (cseq += 1);
       const message = [
-        `REGISTER sip:127.0.0.1:${sipPort} SIP/2.0`,
+        `REGISTER ${options.requestUri ?? `sip:127.0.0.1:${sipPort}`} SIP/2.0`,
         `Via: SIP/2.0/UDP ${address}:${port};branch=z9hG4bK${randomUUID()};rport`,
         `From: <sip:${username}@127.0.0.1>;tag=${randomUUID()}`,
         `To: <sip:${username}@127.0.0.1>`,
@@ -114,15 +118,21 @@ async function phone(t: ExecutionContext, address = '127.0.0.1') {
 
 type Phone = Awaited<ReturnType<typeof phone>>;
 
-/** The Authorization answering a 401's challenge for `algorithm` (or a wrong password's). */
-function authorization(challenges: string[], algorithm: 'MD5' | 'SHA-256', username: string, password: string) {
+/** The Authorization answering a 401's challenge for `algorithm` (or a wrong password's), signing `uri`. */
+function authorization(
+  challenges: string[],
+  algorithm: 'MD5' | 'SHA-256',
+  username: string,
+  password: string,
+  uri = `sip:127.0.0.1:${sipPort}`,
+) {
   const challenge = challenges.find((value) => value.includes(`algorithm=${algorithm}`)) as string;
   const nonce = /nonce="([^"]+)"/.exec(challenge)?.[1] as string;
   const credentials = {
     username,
     realm: 'switchboard',
     nonce,
-    uri: `sip:127.0.0.1:${sipPort}`,
+    uri,
     algorithm,
     ncText: '00000001',
     cnonce: randomUUID().slice(0, 8),
@@ -240,6 +250,40 @@ test.serial('SHA-256 first: bindings keep the packet source, refresh, 423, Expir
   const removedAll = await registerWith(sip, desk, ['Contact: *', 'Expires: 0']);
   t.is(removedAll.status, 200);
   t.deepEqual(await liveSipBindings(service.pool, desk.id, clock.now()), []);
+});
+
+test.serial('credentials signed for another URI than the Request-URI are refused (400), binding nothing', async (t) => {
+  const desk = await sipDevice();
+  const sip = await phone(t);
+  const contact = `Contact: <sip:${desk.username}@203.0.113.9:5062>`;
+  for (const uri of [
+    `sip:127.0.0.1:${sipPort + 1}`,
+    `sip:other.example`,
+    `sip:${desk.username}@127.0.0.1:${sipPort}`,
+  ]) {
+    const challenged = await sip.register(desk.username, [contact]);
+    const signed = authorization(challenged.header('www-authenticate'), 'SHA-256', desk.username, desk.password, uri);
+    const refused = await sip.register(desk.username, [contact, signed]);
+    t.is(refused.status, 400, uri);
+  }
+  t.deepEqual(await liveSipBindings(service.pool, desk.id, clock.now()), []);
+  // Scheme and host in another case name the same resource (RFC 3261 section 19.1.4).
+  const challenged = await sip.register(desk.username, [contact]);
+  const signed = authorization(
+    challenged.header('www-authenticate'),
+    'SHA-256',
+    desk.username,
+    desk.password,
+    `SIP:127.0.0.1:${sipPort}`,
+  );
+  t.is((await sip.register(desk.username, [contact, signed])).status, 200);
+  // A phone that names its own user in the Request-URI signs that URI.
+  const requestUri = `sip:${desk.username}@127.0.0.1:${sipPort}`;
+  const asked = await sip.register(desk.username, [contact], { requestUri });
+  const own = authorization(asked.header('www-authenticate'), 'SHA-256', desk.username, desk.password, requestUri);
+  t.is((await sip.register(desk.username, [contact, own], { requestUri })).status, 200);
+  const bare = authorization(asked.header('www-authenticate'), 'SHA-256', desk.username, desk.password);
+  t.is((await sip.register(desk.username, [contact, bare], { requestUri })).status, 400, 'not the URI without it');
 });
 
 test.serial('an expired binding is not live, and the sweep deletes it', async (t) => {
