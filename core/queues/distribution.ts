@@ -32,9 +32,9 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
  * callers in one commit instead of one commit each. Stops at the first entry no agent can take now.
  *
  * Set-based but for `ring_all` (each entry offered to every available agent, one entry at a time): the first waiting
- * entries and the first offerable agents (each locked, `SKIP LOCKED`) are read once and paired in order, then the
- * agents, the entries and the notices are written by one statement each, and an event per agent. The pairs are those
- * one-at-a-time offers would make: each takes the first agent the strategy's order leaves.
+ * entries and the first offerable agents (each locked, `SKIP LOCKED`) are read once and paired in order, then one
+ * statement offers the agents, one writes their events, and one offers the entries and announces them. The pairs are
+ * those one-at-a-time offers would make: each takes the first agent the strategy's order leaves.
  */
 export async function distributeMany(pool: pg.Pool, queueId: string, most: number): Promise<Distributed[]> {
   return inTransaction(pool, async (db) => {

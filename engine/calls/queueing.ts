@@ -267,14 +267,15 @@ class QueueWait {
   private async changed(): Promise<QueueOutcome | undefined> {
     const offered = this.offered;
     this.offered = undefined;
-    // A handed-over offer may come after its notice had the entry read and rung: that offer is not rung twice.
+    // An offer is rung once, however it is heard of (handed over, or read after a notice).
     if (offered !== undefined && offered.offeredAt.getTime() !== this.rungAt) {
       return this.offer(offered.offeredAt, [...offered.memberIds], offered.ringable);
     }
     const now = await entryById(this.services.pool, this.entry.id);
     // Left without this wait's doing (not by an answer here: that returned already): the plan goes on.
     if (now === undefined || now.left_at !== null) return 'overflowed';
-    if (now.state !== 'offered' || now.offered_at === null) return undefined;
+    if (now.state !== 'offered' || now.offered_at === null || now.offered_at.getTime() === this.rungAt)
+      return undefined;
     const members = await agentsOffered(this.services.pool, now.id);
     if (members.length === 0) return undefined;
     return this.offer(now.offered_at, members);
