@@ -266,6 +266,33 @@ export async function offerAgents(
   return updated.rows;
 }
 
+/**
+ * An agent's queue call is over, in the caller's transaction, in one statement: from `on_call` for `entryId` to
+ * `wrap_up` for `wrapUpSecs` (or, at 0, straight to `available`, idle from now), as `changeAgentState` would make it,
+ * with its `agent.state_changed` event. The agent after, or undefined when they were not on a call for that entry
+ * (set another state meanwhile, or never answered it): then nothing changes.
+ */
+export async function endQueueCall(
+  db: pg.PoolClient,
+  input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
+): Promise<AgentRow | undefined> {
+  const state = input.wrapUpSecs > 0 ? 'wrap_up' : 'available';
+  const updated = await db.query<AgentRow>(
+    `UPDATE agent_states a SET state = $4, reason = NULL, actor = 'system', entry_id = NULL,
+            changed_at = clock_timestamp(),
+            idle_since = CASE WHEN $4 = 'available' THEN clock_timestamp() ELSE a.idle_since END,
+            wrap_up_until = CASE WHEN $4 = 'wrap_up' THEN clock_timestamp() + make_interval(secs => $5) END
+       FROM members m JOIN workspaces w ON w.id = m.workspace_id
+      WHERE a.member_id = $1 AND a.workspace_id = $2 AND a.state = 'on_call' AND a.entry_id = $3
+        AND m.id = a.member_id
+      RETURNING ${columns}`,
+    [input.memberId, input.workspaceId, input.entryId, state, input.wrapUpSecs],
+  );
+  const agent = updated.rows[0];
+  if (agent !== undefined) await writeStateChanged(db, agent, 'on_call');
+  return agent;
+}
+
 /** The agents offered or on a call for an entry, locked. */
 export async function agentsOfEntry(
   db: pg.PoolClient,

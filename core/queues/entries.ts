@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { type Static, Type } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { agentOf, agentsOfEntry, changeAgentState, type PersonState } from '../agents/agent-states.ts';
+import { agentOf, agentsOfEntry, changeAgentState, endQueueCall, type PersonState } from '../agents/agent-states.ts';
 import { callEnvelope, readCall } from '../calls/calls.ts';
 import { announce, parseNotice, queueChannel } from '../change-notices.ts';
 import { afterCommit, inTransaction, type Queryable } from '../database.ts';
@@ -250,16 +250,8 @@ export async function queueCallEnded(
   input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
 ): Promise<void> {
   await inTransaction(pool, async (db) => {
-    const agents = await agentsOfEntry(db, input.entryId);
-    if (!agents.some((agent) => agent.member_id === input.memberId && agent.state === 'on_call')) return;
-    await changeAgentState(
-      db,
-      input.workspaceId,
-      input.memberId,
-      input.wrapUpSecs > 0
-        ? { state: 'wrap_up', actor: 'system', wrapUpSecs: input.wrapUpSecs }
-        : { state: 'available', actor: 'system' },
-    );
+    // One statement checks, locks and changes the agent: the agent is free sooner after a burst of calls ends.
+    if ((await endQueueCall(db, input)) === undefined) return;
     if (input.wrapUpSecs === 0) await announceAgent(db, input.workspaceId, input.memberId);
   });
 }

@@ -194,6 +194,8 @@ export async function connectSipDevice(
   const { pool } = services;
   const { device } = answer;
   let leg: SipDeviceLeg | undefined;
+  // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
+  let legEnded: Promise<void> | undefined;
   try {
     // A queue's offer: the entry must still be this person's (else the phone is hung up).
     if (round.queued !== undefined && !(await round.queued.claim(device.member_id))) return 'unanswered';
@@ -226,11 +228,11 @@ export async function connectSipDevice(
     if (!hungUp) await leg.bye();
     const stats = leg.media.stats;
     services.metrics.countRtp(stats);
-    await setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+    legEnded = setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
     return 'answered';
   } finally {
     if (leg === undefined) answer.hangup();
     else leg.release();
-    await setDeviceBusy(pool, device.id, null);
+    await Promise.all([setDeviceBusy(pool, device.id, null), legEnded]);
   }
 }

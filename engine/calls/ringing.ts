@@ -323,6 +323,8 @@ async function connect(
   device: DeviceRow | undefined,
 ): Promise<RingOutcome> {
   const { pool, log } = services;
+  // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
+  let legEnded: Promise<void> | undefined;
   try {
     if (endpoint === undefined || offer.sdp_answer === null) return 'unanswered';
     const legId = await addLeg(pool, round.callId, {
@@ -363,10 +365,10 @@ async function connect(
     connection.end();
     await leg.bye();
     const stats = endpoint.stats;
-    await setLegState(pool, legId, 'ended', { in: stats.framesIn, out: stats.framesOut });
+    legEnded = setLegState(pool, legId, 'ended', { in: stats.framesIn, out: stats.framesOut });
     return 'answered';
   } finally {
     endpoint?.close();
-    await setDeviceBusy(pool, offer.device_id, null);
+    await Promise.all([setDeviceBusy(pool, offer.device_id, null), legEnded]);
   }
 }

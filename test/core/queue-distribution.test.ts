@@ -107,6 +107,15 @@ test('one caller, two agents available: eight racing distributions offer it once
     'offered>on_call:system',
     'on_call>available:system',
   ]);
+  // Told twice, or for an agent no longer on that call: nothing more changes.
+  await queueCallEnded(service.pool, {
+    workspaceId: center.workspaceId,
+    memberId: center.memberIds[0] as string,
+    entryId: entry.id,
+    wrapUpSecs: 30,
+  });
+  t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'available');
+  t.is((await agentEvents(center.memberIds[0] as string)).length, 4);
   const queueEvents = await service.pool.query<{ type: string; state: string }>(
     "SELECT type, (payload::jsonb)->'queue'->>'state' AS state FROM events WHERE stream_key = $1 AND type LIKE $2 ORDER BY sequence",
     [`call:${entry.call_id}`, 'queue.%'],
