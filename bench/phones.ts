@@ -19,7 +19,8 @@
  *    ring plan; each device accepts and speaks (a 400 Hz tone) while receiving. The plateau (bench/held-calls.ts)
  *    runs from when every call is connected to 1 s before the first hangs up. Audio both ways, in 20 ms frames (an
  *    RTP packet of G.711, the browsers' as the carrier's): frames the browsers received (inbound-rtp `packetsReceived`,
- *    read when the call ended) beside the frames the engine sent (the browser leg's `packets_out`, 20 ms frames), 50/s of the time the leg was bridged, and 50/s of the hold time;
+ *    read when the call ended) beside the frames the engine sent (the browser leg's `packets_out`, 20 ms frames),
+ *    50/s of the time the leg was bridged, and 50/s of the hold time;
  *    frames the browsers sent (outbound-rtp `packetsSent`) beside what the engine's RTCP receiver reports say it
  *    lost (remote-inbound-rtp `packetsLost`) and the browser leg's `packets_in` (20 ms frames the leg's media gave the
  *    bridge: with the G.711 stack, the packets received; with libwebrtc, its playout's, one per 20 ms whether a

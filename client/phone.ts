@@ -144,8 +144,8 @@ export function createPhone(options: PhoneOptions): Phone {
 
   /**
    * Asks the service to hang the call up (operation 52), so that the engine ends it at once whatever its media stack
-   * (with `WEBRTC_MEDIA=libwebrtc` it would hear the closed connection only when ICE consent lapses). A token without `calls:*` (403) or a call already over (409 call_ended) is no error: the
-   * connection's close does the rest.
+   * (with `WEBRTC_MEDIA=libwebrtc` it would hear the closed connection only when ICE consent lapses). A token without
+   * `calls:*` (403) or a call already over (409 call_ended) is no error: the connection's close does the rest.
    */
   async function requestHangup(call: Call): Promise<void> {
     try {

@@ -48,6 +48,26 @@ export async function migrate(url: string, log: (message: string) => void = () =
   }
 }
 
+/**
+ * A pool of connections to `url` (application_name `switchboard` unless named; `options` are session settings, as
+ * `-c synchronous_commit=off`), with `onError` told when an idle connection loses its server: without a listener
+ * that error would crash the process.
+ */
+export function openPool(
+  url: string,
+  settings: { max: number; applicationName?: string; options?: string },
+  onError: (error: Error) => void,
+): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: settings.max,
+    application_name: settings.applicationName ?? 'switchboard',
+    ...(settings.options === undefined ? {} : { options: settings.options }),
+  });
+  pool.on('error', onError);
+  return pool;
+}
+
 /** True when every migration file has been applied (readiness). */
 export async function migrationsApplied(db: Queryable): Promise<boolean> {
   const files = (await readdir(migrationsDir)).filter((name) => name.endsWith('.sql')).map((name) => name.slice(0, -4));
@@ -73,9 +93,7 @@ export async function openDatabase(
     await embedded?.stop();
     throw error;
   }
-  const pool = new pg.Pool({ connectionString: url, max: config.poolSize, application_name: 'switchboard' });
-  // An idle client that loses its server emits 'error' on the pool; without a listener that would crash the process.
-  pool.on('error', (error) => log(`database connection lost: ${error.message}`));
+  const pool = openPool(url, { max: config.poolSize }, (error) => log(`database connection lost: ${error.message}`));
   return {
     pool,
     url,

@@ -7,7 +7,8 @@
  */
 import { hostname } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
+import { openPool } from '../core/database.ts';
 import type { Registry } from 'prom-client';
 import { callControlChannel, ChangeListener, offerChannel } from '../core/change-notices.ts';
 import type { Clock } from '../core/clock.ts';
@@ -91,12 +92,9 @@ export async function startCallEngine(options: {
   // Their queue entries leave first (`queue.left` before `call.ended`), then the calls end.
   // Distribution and the reads that hand its offers over have connections of their own: an agent freed in a burst
   // of ending calls is offered a caller without queueing behind those calls' writes on the engine's pool.
-  const distributionPool = new pg.Pool({
-    connectionString: options.databaseUrl,
-    max: distributionConnections,
-    application_name: 'switchboard',
-  });
-  distributionPool.on('error', (error) => log.warn({ err: error }, 'distribution database connection lost'));
+  const distributionPool = openPool(options.databaseUrl, { max: distributionConnections }, (error) =>
+    log.warn({ err: error }, 'distribution database connection lost'),
+  );
   const queues = new QueueDistributor({
     pool: distributionPool,
     databaseUrl: options.databaseUrl,

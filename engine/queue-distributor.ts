@@ -23,7 +23,12 @@ import type pg from 'pg';
 import { endWrapUps, missedOffersLimit } from '../core/agents/agent-states.ts';
 import { ChangeListener, queueChannel } from '../core/change-notices.ts';
 import type { Log } from '../core/log.ts';
-import { abandonOwnedEntries, parseQueueNotice, queuesWithWaitingEntries } from '../core/queues/entries.ts';
+import {
+  abandonOwnedEntries,
+  parseQueueNotice,
+  type QueueNotice,
+  queuesWithWaitingEntries,
+} from '../core/queues/entries.ts';
 import { type Distributed, distributeMany } from '../core/queues/distribution.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { ringableDevicesOf, type RingableDevices } from '../core/devices/devices.ts';
@@ -113,16 +118,23 @@ export class QueueDistributor implements QueueWatch {
     const notice = parseQueueNotice(payload);
     if (notice === undefined) return;
     const { entryId, queueId, kind } = notice;
-    if (entryId !== undefined && this.watchers.has(entryId)) {
-      // An offer this engine made is handed over (`handOver`): its own notice would only have the wait read it again.
-      if (kind === 'offered' && this.handing.delete(entryId)) {
-        // The handover follows, or came first.
-      } else if (kind === 'offered' && this.deciding.has(queueId)) {
-        // Perhaps the offer this engine is committing: known once the commit returns.
-        this.deciding.get(queueId)?.add(entryId);
-      } else this.watchers.get(entryId)?.onChange();
+    if (entryId !== undefined && this.watchers.has(entryId) && !this.ownOffer(kind, queueId, entryId)) {
+      this.watchers.get(entryId)?.onChange();
     }
     if (kind !== 'offered' && this.holdsEntriesIn(queueId)) this.distribute(queueId);
+  }
+
+  /**
+   * Whether an `offered` notice is of an offer this engine made, handed over (`handOver`) instead: dropped, as it
+   * would only have the wait read the entry again. One that comes while this engine decides offers of its queue may
+   * be: it is held until the transaction returns (`decide`).
+   */
+  private ownOffer(kind: QueueNotice['kind'], queueId: string, entryId: string): boolean {
+    if (kind !== 'offered') return false;
+    if (this.handing.delete(entryId)) return true;
+    const held = this.deciding.get(queueId);
+    held?.add(entryId);
+    return held !== undefined;
   }
 
   private holdsEntriesIn(queueId: string): boolean {

@@ -6,7 +6,7 @@
  * carriers' media interfaces). Stopping ends the calls first, with a BYE, before the
  * HTTP server drains; deliveries in flight finish while it drains, and the links unbind.
  */
-import pg from 'pg';
+import { openPool } from '../core/database.ts';
 import type { RoleContext, RunningRole } from '../core/role-context.ts';
 import { type CallEngine, startCallEngine } from './call-engine.ts';
 import { openLinkStore } from '../core/messages/store.ts';
@@ -26,13 +26,11 @@ export async function startEngine(context: RoleContext): Promise<RunningEngine> 
   const { config, log } = context;
   // The dispatcher's own writes (leases, acknowledgements) commit without waiting for the disk: a server crash can
   // only lose acknowledgements, and a lost one means the event is delivered again, which at-least-once allows.
-  const deliveryPool = new pg.Pool({
-    connectionString: context.databaseUrl,
-    max: config.poolSize,
-    application_name: 'switchboard-delivery',
-    options: '-c synchronous_commit=off',
-  });
-  deliveryPool.on('error', (error) => log.warn({ err: error }, 'delivery database connection lost'));
+  const deliveryPool = openPool(
+    context.databaseUrl,
+    { max: config.poolSize, applicationName: 'switchboard-delivery', options: '-c synchronous_commit=off' },
+    (error) => log.warn({ err: error }, 'delivery database connection lost'),
+  );
   const delivery = new Dispatcher({
     pool: deliveryPool,
     databaseUrl: context.databaseUrl,

@@ -11,8 +11,7 @@ import type pg from 'pg';
 import { inTransaction, type Queryable } from '../database.ts';
 import { memberHasLiveDevice } from '../devices/devices.ts';
 import { appendEvent, appendEvents } from '../events/outbox.ts';
-import type { PageWindow } from '../rows.ts';
-import { keysetPage } from '../rows.ts';
+import { keysetPage, type PageWindow } from '../rows.ts';
 
 export const agentStates = ['offline', 'available', 'offered', 'on_call', 'wrap_up', 'away'] as const;
 export type AgentState = (typeof agentStates)[number];
@@ -120,12 +119,7 @@ export interface ChangedAgent {
   changed: boolean;
 }
 
-/** The change's `agent.state_changed` event, in the transaction that made it. */
-async function writeStateChanged(db: Queryable, agent: AgentRow, previous: AgentState): Promise<void> {
-  await appendEvent(db, stateChanged(agent, previous));
-}
-
-/** The `agent.state_changed` event of a change to `agent` from `previous`. */
+/** The `agent.state_changed` event of a change to `agent` from `previous`, written in the change's transaction. */
 function stateChanged(agent: AgentRow, previous: AgentState) {
   return {
     type: 'agent.state_changed' as const,
@@ -173,12 +167,27 @@ export async function changeAgentState(
   if (current === undefined) return undefined;
   const reason = change.reason === undefined ? null : change.reason;
   const sameState = current.state === change.state && current.reason === reason;
-  const entryId = change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null;
   if (sameState && change.missedOffers === undefined && !change.answered) {
     const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
     return { previous: current.state, previousEntryId: current.entry_id, agent, changed: false };
   }
-  // The agent as `agentOf` shows it, returned by the update itself (no second read).
+  const agent = (await updateAgent(db, workspaceId, memberId, change, { sameState })) as AgentRow;
+  if (!sameState) await appendEvent(db, stateChanged(agent, current.state));
+  return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
+}
+
+/**
+ * Writes `change` to the member's row (`sameState`: state and reason stay, so `changed_at` does; `onCallFor`: only
+ * if `on_call` for that entry). The agent as `agentOf` shows it, from the update itself; undefined if none changed.
+ */
+async function updateAgent(
+  db: pg.PoolClient,
+  workspaceId: string,
+  memberId: string,
+  change: StateChange,
+  options: { sameState: boolean; onCallFor?: string },
+): Promise<AgentRow | undefined> {
+  const entryId = change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null;
   const updated = await db.query<AgentRow>(
     `UPDATE agent_states a SET
        state = $2, reason = $3, actor = $4, entry_id = $5,
@@ -190,24 +199,25 @@ export async function changeAgentState(
        last_offered_at = CASE WHEN $8 THEN clock_timestamp() ELSE a.last_offered_at END,
        calls_answered = a.calls_answered + CASE WHEN $9 THEN 1 ELSE 0 END
      FROM members m JOIN workspaces w ON w.id = m.workspace_id
-     WHERE a.member_id = $1 AND m.id = a.member_id
+     WHERE a.member_id = $1 AND a.workspace_id = $11 AND m.id = a.member_id
+       AND ($12::uuid IS NULL OR (a.state = 'on_call' AND a.entry_id = $12))
      RETURNING ${columns}`,
     [
       memberId,
       change.state,
-      reason,
+      change.reason === undefined ? null : change.reason,
       change.actor,
       entryId,
       change.wrapUpSecs ?? 0,
       change.missedOffers ?? null,
       change.offeredNow === true,
       change.answered === true,
-      sameState,
+      options.sameState,
+      workspaceId,
+      options.onCallFor ?? null,
     ],
   );
-  const agent = updated.rows[0] as AgentRow;
-  if (!sameState) await writeStateChanged(db, agent, current.state);
-  return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
+  return updated.rows[0];
 }
 
 /**
@@ -267,29 +277,23 @@ export async function offerAgents(
 }
 
 /**
- * An agent's queue call is over, in the caller's transaction, in one statement: from `on_call` for `entryId` to
- * `wrap_up` for `wrapUpSecs` (or, at 0, straight to `available`, idle from now), as `changeAgentState` would make it,
- * with its `agent.state_changed` event. The agent after, or undefined when they were not on a call for that entry
- * (set another state meanwhile, or never answered it): then nothing changes.
+ * An agent's queue call is over, in the caller's transaction: from `on_call` for `entryId` to `wrap_up` for
+ * `wrapUpSecs` (at 0, `available`) in one statement, with its event. Undefined (nothing changed) when they were not
+ * on a call for that entry (they set another state meanwhile, or never answered it).
  */
 export async function endQueueCall(
   db: pg.PoolClient,
   input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
 ): Promise<AgentRow | undefined> {
-  const state = input.wrapUpSecs > 0 ? 'wrap_up' : 'available';
-  const updated = await db.query<AgentRow>(
-    `UPDATE agent_states a SET state = $4, reason = NULL, actor = 'system', entry_id = NULL,
-            changed_at = clock_timestamp(),
-            idle_since = CASE WHEN $4 = 'available' THEN clock_timestamp() ELSE a.idle_since END,
-            wrap_up_until = CASE WHEN $4 = 'wrap_up' THEN clock_timestamp() + make_interval(secs => $5) END
-       FROM members m JOIN workspaces w ON w.id = m.workspace_id
-      WHERE a.member_id = $1 AND a.workspace_id = $2 AND a.state = 'on_call' AND a.entry_id = $3
-        AND m.id = a.member_id
-      RETURNING ${columns}`,
-    [input.memberId, input.workspaceId, input.entryId, state, input.wrapUpSecs],
-  );
-  const agent = updated.rows[0];
-  if (agent !== undefined) await writeStateChanged(db, agent, 'on_call');
+  const change: StateChange =
+    input.wrapUpSecs > 0
+      ? { state: 'wrap_up', actor: 'system', wrapUpSecs: input.wrapUpSecs }
+      : { state: 'available', actor: 'system' };
+  const agent = await updateAgent(db, input.workspaceId, input.memberId, change, {
+    sameState: false,
+    onCallFor: input.entryId,
+  });
+  if (agent !== undefined) await appendEvent(db, stateChanged(agent, 'on_call'));
   return agent;
 }
 

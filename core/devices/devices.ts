@@ -199,7 +199,7 @@ export async function renewPresence(db: Queryable, id: string): Promise<DeviceRo
   return readDevice(db, id);
 }
 
-export type People = { memberIds: readonly string[]; userIds: readonly string[] };
+type People = { memberIds: readonly string[]; userIds: readonly string[] };
 
 /**
  * What a `ring` round rings of some people (docs/phones.md, "The ring step"), read in one statement: those of their

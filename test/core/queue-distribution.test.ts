@@ -53,7 +53,10 @@ async function contactCenter(agents: number, strategy = 'longest_idle', availabl
     if (entry === undefined) throw new Error('no entry');
     return entry;
   };
-  return { setup, workspaceId, memberIds, queue, enter };
+  /** The queue call of agent `agent` (an index) on `entryId` is over, with `wrapUpSecs` of wrap-up. */
+  const callEnded = (entryId: string, wrapUpSecs: number, agent = 0) =>
+    queueCallEnded(service.pool, { workspaceId, memberId: memberIds[agent] as string, entryId, wrapUpSecs });
+  return { setup, workspaceId, memberIds, queue, enter, callEnded };
 }
 
 /** Runs `distribute` on `count` connections at once, as that many engines would. */
@@ -95,12 +98,7 @@ test('one caller, two agents available: eight racing distributions offer it once
   t.true(await answerEntry(service.pool, entry.id, center.memberIds[0] as string));
   t.false(await answerEntry(service.pool, entry.id, center.memberIds[0] as string), 'answered once');
   t.is((await entryById(service.pool, entry.id))?.state, 'connected');
-  await queueCallEnded(service.pool, {
-    workspaceId: center.workspaceId,
-    memberId: center.memberIds[0] as string,
-    entryId: entry.id,
-    wrapUpSecs: 0,
-  });
+  await center.callEnded(entry.id, 0);
   t.deepEqual(await agentEvents(center.memberIds[0] as string), [
     'offline>available:application',
     'available>offered:system',
@@ -108,12 +106,7 @@ test('one caller, two agents available: eight racing distributions offer it once
     'on_call>available:system',
   ]);
   // Told twice, or for an agent no longer on that call: nothing more changes.
-  await queueCallEnded(service.pool, {
-    workspaceId: center.workspaceId,
-    memberId: center.memberIds[0] as string,
-    entryId: entry.id,
-    wrapUpSecs: 30,
-  });
+  await center.callEnded(entry.id, 30);
   t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'available');
   t.is((await agentEvents(center.memberIds[0] as string)).length, 4);
   const queueEvents = await service.pool.query<{ type: string; state: string }>(
@@ -137,12 +130,7 @@ test('one agent, two callers: the first in line is offered; the second once the 
   await answerEntry(service.pool, first.id, center.memberIds[0] as string);
   t.deepEqual(await race(center.queue.id), [], 'the agent is on a call');
   // Wrap-up: not offered until it is over.
-  await queueCallEnded(service.pool, {
-    workspaceId: center.workspaceId,
-    memberId: center.memberIds[0] as string,
-    entryId: first.id,
-    wrapUpSecs: 30,
-  });
+  await center.callEnded(first.id, 30);
   t.is(await stateOf(center.workspaceId, center.memberIds[0] as string), 'wrap_up');
   t.deepEqual(await race(center.queue.id), []);
   t.is(await endWrapUps(service.pool), 0, 'not over yet');
