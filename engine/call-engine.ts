@@ -90,8 +90,9 @@ export async function startCallEngine(options: {
   metrics.countTransactions(() => sip.transactions);
   const owner = config.engineId ?? `${hostname()}:${sipPort}`;
   // Their queue entries leave first (`queue.left` before `call.ended`), then the calls end.
-  // Distribution and the reads that hand its offers over have connections of their own: an agent freed in a burst
-  // of ending calls is offered a caller without queueing behind those calls' writes on the engine's pool.
+  // Distribution, the reads that hand its offers over and the agents' queue calls' ends have connections of their
+  // own: an agent freed in a burst of ending calls is free and offered a caller without queueing behind those calls'
+  // other writes on the engine's pool.
   const distributionPool = openPool(options.databaseUrl, { max: distributionConnections }, (error) =>
     log.warn({ err: error }, 'distribution database connection lost'),
   );
@@ -220,20 +221,22 @@ export async function startCallEngine(options: {
       clearInterval(commandPoll);
       clearInterval(offerSweep);
       await queues.close();
-      await distributionPool.end();
       await sweeping;
       await control.close();
       await offers.close();
       await checking;
       await active.closeAll('engine_stopped');
+      // The calls' ends free their agents on the distribution's connections.
+      await queues.endingsWritten();
+      await distributionPool.end();
       registrar.close();
       await sip.close();
     },
   };
 }
 
-/** The queue distributor's own connections (see `startCallEngine`). */
-const distributionConnections = 2;
+/** The queue distributor's own connections (see `startCallEngine`): distribution, handovers, calls' ends. */
+const distributionConnections = 3;
 
 /**
  * The browser legs' media stack WEBRTC_MEDIA names. The libwebrtc binding is loaded only when chosen: it is native,

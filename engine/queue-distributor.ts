@@ -17,6 +17,11 @@
  * - Every second, as a safety net: the queues where this engine's entries wait are distributed (read only while its
  *   calls watch entries), and wrap-ups that are over end (`endWrapUps`).
  * - When the listening connection drops or comes back, every watched entry reads itself again.
+ * - Agents' queue calls that end are written on the same connections, in batches (`callEnded`): one transaction
+ *   frees the devices and agents of every call that ended while the one before was in flight and, in the same
+ *   commit, offers the freed agents' queues' callers (`endCallsAndOffer`); its offers are handed over as a run's
+ *   are. A burst of calls ending together frees and offers their agents in a few commits, none of them waiting
+ *   behind the calls' other writes, a notice, or a run of their queue.
  * - At start, the entries of calls a previous run of this engine held leave `abandoned`, as its calls end.
  */
 import type pg from 'pg';
@@ -25,11 +30,12 @@ import { ChangeListener, queueChannel } from '../core/change-notices.ts';
 import type { Log } from '../core/log.ts';
 import {
   abandonOwnedEntries,
+  type EndedQueueCall,
   parseQueueNotice,
   type QueueNotice,
   queuesWithWaitingEntries,
 } from '../core/queues/entries.ts';
-import { type Distributed, distributeMany } from '../core/queues/distribution.ts';
+import { type Distributed, distributeMany, endCallsAndOffer } from '../core/queues/distribution.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { ringableDevicesOf, type RingableDevices } from '../core/devices/devices.ts';
 import type { EntryOffer, QueueWatch } from './calls/services.ts';
@@ -40,6 +46,14 @@ export const distributeEveryMs = 1_000;
 const offersPerRun = 100;
 /** At most this many offers are decided in one transaction (agents freed together are offered in one commit). */
 const offersPerCommit = 10;
+/** At most this many queue calls' ends are written in one transaction. */
+const endingsPerCommit = 50;
+
+interface Ending {
+  end: EndedQueueCall;
+  written: () => void;
+  failed: (error: unknown) => void;
+}
 
 interface Watcher {
   queueId: string;
@@ -54,10 +68,16 @@ export class QueueDistributor implements QueueWatch {
   private readonly again = new Set<string>();
   /** Entries this engine offered whose `offered` notice has not come yet: it is dropped when it does. */
   private readonly handing = new Set<string>();
-  /** Queues this engine is deciding offers of (a distribution transaction in flight), with the notices held. */
-  private readonly deciding = new Map<string, Set<string>>();
+  /**
+   * The offers this engine is deciding (a transaction in flight): a queue's run (`queueId`), or a batch of calls' ends
+   * (any queue), each with the `offered` notices of this engine's entries held meanwhile.
+   */
+  private readonly deciding = new Set<{ queueId: string | undefined; held: Set<string> }>();
   /** Handovers whose devices are being read. */
   private readonly handovers = new Set<Promise<void>>();
+  /** Queue calls' ends waiting for the transaction in flight (`writing`) to be over. */
+  private endings: Ending[] = [];
+  private writing: Promise<void> | undefined;
   private listener: ChangeListener | undefined;
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
@@ -103,10 +123,49 @@ export class QueueDistributor implements QueueWatch {
       this.watchers.delete(entryId);
       this.handing.delete(entryId);
       this.count(queueId, -1);
-      // A wait that ends here may have freed its agent (the call ended, the wrap-up written): the callers still
-      // waiting here are distributed now, without waiting for that change's notice to come back.
-      if (this.holdsEntriesIn(queueId)) this.distribute(queueId);
     };
+  }
+
+  callEnded(end: EndedQueueCall): Promise<void> {
+    return new Promise((written, failed) => {
+      this.endings.push({ end, written, failed });
+      this.writing ??= this.writeEndings();
+    });
+  }
+
+  /**
+   * Writes the ends waiting, a batch per transaction with the offers it makes, until none waits. A batch that fails
+   * (a deadlock broken, a connection lost) is written again one end at a time: an end that fails alone fails alone,
+   * to its call.
+   */
+  private async writeEndings(): Promise<void> {
+    const { pool } = this.options;
+    const write = async (batch: readonly Ending[]) => {
+      const ends = batch.map(({ end }) => end);
+      // Up to one offer per agent freed, at least a run's worth (agents already free may take callers too).
+      const offered = await this.decided(undefined, () =>
+        endCallsAndOffer(pool, ends, Math.max(ends.length, offersPerCommit)),
+      );
+      for (const { written } of batch) written();
+      this.handOver(offered);
+    };
+    try {
+      while (this.endings.length > 0) {
+        const batch = this.endings.splice(0, endingsPerCommit);
+        try {
+          await write(batch);
+        } catch {
+          for (const ending of batch) await write([ending]).catch(ending.failed);
+        }
+      }
+    } finally {
+      this.writing = undefined;
+    }
+  }
+
+  /** Once the queue calls' ends asked for so far are written (or failed): before the connections close. */
+  async endingsWritten(): Promise<void> {
+    while (this.writing !== undefined) await this.writing;
   }
 
   /** How many entries this engine's calls hold now (waiting or offered). */
@@ -132,9 +191,13 @@ export class QueueDistributor implements QueueWatch {
   private ownOffer(kind: QueueNotice['kind'], queueId: string, entryId: string): boolean {
     if (kind !== 'offered') return false;
     if (this.handing.delete(entryId)) return true;
-    const held = this.deciding.get(queueId);
-    held?.add(entryId);
-    return held !== undefined;
+    let held = false;
+    for (const decision of this.deciding) {
+      if (decision.queueId !== undefined && decision.queueId !== queueId) continue;
+      decision.held.add(entryId);
+      held = true;
+    }
+    return held;
   }
 
   private holdsEntriesIn(queueId: string): boolean {
@@ -177,25 +240,35 @@ export class QueueDistributor implements QueueWatch {
     this.running.set(queueId, run);
   }
 
+  /** One distribution transaction of the queue. */
+  private decide(queueId: string): Promise<Distributed[]> {
+    return this.decided(queueId, () => distributeMany(this.options.pool, queueId, offersPerCommit));
+  }
+
   /**
-   * One distribution transaction of the queue. The `offered` notices of this engine's entries that come meanwhile
-   * are held until it returns: those of its own offers are dropped (they are handed over), the others passed on.
+   * Runs a transaction that decides offers (of `queueId`, or of any queue). The `offered` notices of this engine's
+   * entries that come meanwhile are held until it returns: those of its own offers are dropped (they are handed
+   * over), the others passed on, unless another decision still in flight holds them too (it passes them on).
    */
-  private async decide(queueId: string): Promise<Distributed[]> {
-    const held = new Set<string>();
-    this.deciding.set(queueId, held);
+  private async decided(queueId: string | undefined, decide: () => Promise<Distributed[]>): Promise<Distributed[]> {
+    const decision = { queueId, held: new Set<string>() };
+    this.deciding.add(decision);
     let offered: Distributed[] = [];
     try {
-      offered = await distributeMany(this.options.pool, queueId, offersPerCommit);
+      offered = await decide();
       return offered;
     } finally {
-      this.deciding.delete(queueId);
+      this.deciding.delete(decision);
       for (const { entry } of offered) {
         if (!this.watchers.has(entry.id)) continue;
+        let heard = decision.held.delete(entry.id);
+        for (const other of this.deciding) heard = other.held.delete(entry.id) || heard;
         // Its notice came already (dropped), or will come (dropped then).
-        if (!held.delete(entry.id)) this.handing.add(entry.id);
+        if (!heard) this.handing.add(entry.id);
       }
-      for (const entryId of held) this.watchers.get(entryId)?.onChange();
+      for (const entryId of decision.held) {
+        if (![...this.deciding].some((other) => other.held.has(entryId))) this.watchers.get(entryId)?.onChange();
+      }
     }
   }
 
@@ -206,10 +279,18 @@ export class QueueDistributor implements QueueWatch {
    */
   private handOver(offered: readonly Distributed[]): void {
     const mine = offered.filter(({ entry }) => entry.offered_at !== null && this.watchers.has(entry.id));
-    if (mine.length === 0) return;
+    // A batch of calls' ends may offer the callers of queues of several workspaces: one read per workspace.
+    for (const workspaceId of new Set(mine.map(({ entry }) => entry.workspace_id))) {
+      this.handOverIn(
+        workspaceId,
+        mine.filter(({ entry }) => entry.workspace_id === workspaceId),
+      );
+    }
+  }
+
+  private handOverIn(workspaceId: string, mine: readonly Distributed[]): void {
     const { pool, clock = systemClock } = this.options;
     const memberIds = mine.flatMap((offer) => offer.memberIds);
-    const workspaceId = (mine[0] as Distributed).entry.workspace_id;
     const handover = ringableDevicesOf(pool, workspaceId, { memberIds, userIds: [] }, clock.now())
       .catch((error: unknown) => {
         this.options.log.warn({ err: error }, "the offered agents' devices could not be read");
@@ -240,6 +321,10 @@ export class QueueDistributor implements QueueWatch {
       .finally(() => (this.sweeping = undefined));
   }
 
+  /**
+   * Stops distributing and listening. Queue calls' ends are still written after it (the calls end after the
+   * distributor): `endingsWritten` says when they are.
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);

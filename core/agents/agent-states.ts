@@ -171,53 +171,70 @@ export async function changeAgentState(
     const agent = (await agentOf(db, workspaceId, memberId)) as AgentRow;
     return { previous: current.state, previousEntryId: current.entry_id, agent, changed: false };
   }
-  const agent = (await updateAgent(db, workspaceId, memberId, change, { sameState })) as AgentRow;
+  const [agent] = (await updateAgents(db, [{ workspaceId, memberId, change, sameState }])) as [AgentRow];
   if (!sameState) await appendEvent(db, stateChanged(agent, current.state));
   return { previous: current.state, previousEntryId: current.entry_id, agent, changed: !sameState };
 }
 
+/** One agent's change for `updateAgents`. */
+interface AgentUpdate {
+  workspaceId: string;
+  memberId: string;
+  change: StateChange;
+  /** State and reason stay, so `changed_at` does. */
+  sameState: boolean;
+  /** Only if the agent is `on_call` for that entry. */
+  onCallFor?: string;
+}
+
 /**
- * Writes `change` to the member's row (`sameState`: state and reason stay, so `changed_at` does; `onCallFor`: only
- * if `on_call` for that entry). The agent as `agentOf` shows it, from the update itself; undefined if none changed.
+ * Writes each change to its member's row, in one statement: the agent rules (idle since, wrap-up, counts) live
+ * here only. The agents as `agentOf` shows them, from the update itself, in no particular order; those that did not
+ * change (no row, or not on a call for `onCallFor`) are not in it.
  */
-async function updateAgent(
-  db: pg.PoolClient,
-  workspaceId: string,
-  memberId: string,
-  change: StateChange,
-  options: { sameState: boolean; onCallFor?: string },
-): Promise<AgentRow | undefined> {
-  const entryId = change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null;
-  const updated = await db.query<AgentRow>(
-    `UPDATE agent_states a SET
-       state = $2, reason = $3, actor = $4, entry_id = $5,
-       changed_at = CASE WHEN $10 THEN a.changed_at ELSE clock_timestamp() END,
-       idle_since = CASE WHEN $2 = 'available' AND (a.state <> 'available' OR a.idle_since IS NULL)
+async function updateAgents(db: pg.PoolClient, updates: readonly AgentUpdate[]): Promise<AgentRow[]> {
+  if (updates.length === 0) return [];
+  // In member order, as the rows are then locked: two batches that share agents never wait on each other in a circle.
+  const ordered = [...updates].sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
+  const column = <T>(value: (update: AgentUpdate) => T) => ordered.map(value);
+  const updated = await db.query<AgentRow>({
+    name: 'switchboard-update-agents',
+    text: `UPDATE agent_states a SET
+       state = u.state, reason = u.reason, actor = u.actor, entry_id = u.entry_id,
+       changed_at = CASE WHEN u.same_state THEN a.changed_at ELSE clock_timestamp() END,
+       idle_since = CASE WHEN u.state = 'available' AND (a.state <> 'available' OR a.idle_since IS NULL)
                          THEN clock_timestamp() ELSE a.idle_since END,
-       wrap_up_until = CASE WHEN $2 = 'wrap_up' THEN clock_timestamp() + make_interval(secs => $6) END,
-       missed_offers = CASE $7 WHEN 'missed' THEN a.missed_offers + 1 WHEN 'reset' THEN 0 ELSE a.missed_offers END,
-       last_offered_at = CASE WHEN $8 THEN clock_timestamp() ELSE a.last_offered_at END,
-       calls_answered = a.calls_answered + CASE WHEN $9 THEN 1 ELSE 0 END
-     FROM members m JOIN workspaces w ON w.id = m.workspace_id
-     WHERE a.member_id = $1 AND a.workspace_id = $11 AND m.id = a.member_id
-       AND ($12::uuid IS NULL OR (a.state = 'on_call' AND a.entry_id = $12))
+       wrap_up_until = CASE WHEN u.state = 'wrap_up' THEN clock_timestamp() + make_interval(secs => u.wrap_up_secs) END,
+       missed_offers = CASE u.missed_offers WHEN 'missed' THEN a.missed_offers + 1 WHEN 'reset' THEN 0
+                       ELSE a.missed_offers END,
+       last_offered_at = CASE WHEN u.offered_now THEN clock_timestamp() ELSE a.last_offered_at END,
+       calls_answered = a.calls_answered + CASE WHEN u.answered THEN 1 ELSE 0 END
+     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::float8[], $8::text[],
+                 $9::boolean[], $10::boolean[], $11::boolean[], $12::uuid[])
+            AS u (member_id, workspace_id, state, reason, actor, entry_id, wrap_up_secs, missed_offers, offered_now,
+                  answered, same_state, on_call_for),
+          members m JOIN workspaces w ON w.id = m.workspace_id
+     WHERE a.member_id = u.member_id AND a.workspace_id = u.workspace_id AND m.id = a.member_id
+       AND (u.on_call_for IS NULL OR (a.state = 'on_call' AND a.entry_id = u.on_call_for))
      RETURNING ${columns}`,
-    [
-      memberId,
-      change.state,
-      change.reason === undefined ? null : change.reason,
-      change.actor,
-      entryId,
-      change.wrapUpSecs ?? 0,
-      change.missedOffers ?? null,
-      change.offeredNow === true,
-      change.answered === true,
-      options.sameState,
-      workspaceId,
-      options.onCallFor ?? null,
+    values: [
+      column((update) => update.memberId),
+      column((update) => update.workspaceId),
+      column((update) => update.change.state),
+      column((update) => update.change.reason ?? null),
+      column((update) => update.change.actor),
+      column(({ change }) =>
+        change.state === 'offered' || change.state === 'on_call' ? (change.entryId ?? null) : null,
+      ),
+      column((update) => update.change.wrapUpSecs ?? 0),
+      column((update) => update.change.missedOffers ?? null),
+      column((update) => update.change.offeredNow === true),
+      column((update) => update.change.answered === true),
+      column((update) => update.sameState),
+      column((update) => update.onCallFor ?? null),
     ],
-  );
-  return updated.rows[0];
+  });
+  return updated.rows;
 }
 
 /**
@@ -276,25 +293,38 @@ export async function offerAgents(
   return updated.rows;
 }
 
+/** An agent's queue call that is over: the agent, the entry they were on a call for, the queue's wrap-up. */
+export interface QueueCallEnd {
+  workspaceId: string;
+  memberId: string;
+  entryId: string;
+  wrapUpSecs: number;
+}
+
 /**
- * An agent's queue call is over, in the caller's transaction: from `on_call` for `entryId` to `wrap_up` for
- * `wrapUpSecs` (at 0, `available`) in one statement, with its event. Undefined (nothing changed) when they were not
- * on a call for that entry (they set another state meanwhile, or never answered it).
+ * Agents' queue calls are over, in the caller's transaction: each agent from `on_call` for its `entryId` to
+ * `wrap_up` for its `wrapUpSecs` (at 0, `available`), in one statement, with their events in another. The agents
+ * changed; one not on a call for that entry (they set another state meanwhile, or never answered it) is not in it.
  */
-export async function endQueueCall(
-  db: pg.PoolClient,
-  input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
-): Promise<AgentRow | undefined> {
-  const change: StateChange =
-    input.wrapUpSecs > 0
-      ? { state: 'wrap_up', actor: 'system', wrapUpSecs: input.wrapUpSecs }
-      : { state: 'available', actor: 'system' };
-  const agent = await updateAgent(db, input.workspaceId, input.memberId, change, {
-    sameState: false,
-    onCallFor: input.entryId,
-  });
-  if (agent !== undefined) await appendEvent(db, stateChanged(agent, 'on_call'));
-  return agent;
+export async function endQueueCalls(db: pg.PoolClient, ends: readonly QueueCallEnd[]): Promise<AgentRow[]> {
+  const agents = await updateAgents(
+    db,
+    ends.map((end) => ({
+      workspaceId: end.workspaceId,
+      memberId: end.memberId,
+      change:
+        end.wrapUpSecs > 0
+          ? { state: 'wrap_up', actor: 'system', wrapUpSecs: end.wrapUpSecs }
+          : { state: 'available', actor: 'system' },
+      sameState: false,
+      onCallFor: end.entryId,
+    })),
+  );
+  await appendEvents(
+    db,
+    agents.map((agent) => stateChanged(agent, 'on_call')),
+  );
+  return agents;
 }
 
 /** The agents offered or on a call for an entry, locked. */

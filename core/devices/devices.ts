@@ -270,6 +270,19 @@ export async function setDeviceBusy(db: Queryable, id: string, callId: string | 
   await db.query('UPDATE devices SET busy_call_id = $2, updated_at = clock_timestamp() WHERE id = $1', [id, callId]);
 }
 
+/** Frees devices whose calls ended, in one statement (a queue's agents freed together, core/queues/entries.ts). */
+export async function freeDevices(db: Queryable, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query({
+    name: 'switchboard-free-devices',
+    // Locked in id order: two such statements sharing devices never wait on each other in a circle.
+    text: `UPDATE devices d SET busy_call_id = NULL, updated_at = clock_timestamp()
+      FROM (SELECT id FROM devices WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE) locked
+     WHERE d.id = locked.id`,
+    values: [[...ids]],
+  });
+}
+
 /**
  * Deletes every device of an application user, with their SIP credentials: called by the user's removal, in its
  * transaction. The number deleted.

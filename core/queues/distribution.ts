@@ -9,7 +9,7 @@ import type pg from 'pg';
 import { changeAgentState, offerAgents, offerableAgents } from '../agents/agent-states.ts';
 import { inTransaction } from '../database.ts';
 import { type LockedQueue, lockQueue } from '../routing/queues.ts';
-import { entryColumns, type EntryRow, markOffered } from './entries.ts';
+import { type EndedQueueCall, endQueueCallsIn, entryColumns, type EntryRow, markOffered } from './entries.ts';
 
 export interface Distributed {
   entry: EntryRow;
@@ -37,35 +37,57 @@ export async function distribute(pool: pg.Pool, queueId: string): Promise<Distri
  * those one-at-a-time offers would make: each takes the first agent the strategy's order leaves.
  */
 export async function distributeMany(pool: pg.Pool, queueId: string, most: number): Promise<Distributed[]> {
+  return inTransaction(pool, (db) => offerInLine(db, queueId, most));
+}
+
+/**
+ * Queue calls ended (`endQueueCallsIn`: devices and agents freed) and, in the same transaction, the queues of the
+ * agents freed without wrap-up distributed as `distributeMany` does (up to `most` offers each, the queues locked in
+ * id order): an agent whose call ends while callers wait is offered the next one in the commit that frees them,
+ * without a notice and another transaction in between. Those queues are not announced: they were distributed.
+ */
+export async function endCallsAndOffer(
+  pool: pg.Pool,
+  ends: readonly EndedQueueCall[],
+  most: number,
+): Promise<Distributed[]> {
+  if (ends.length === 0) return [];
   return inTransaction(pool, async (db) => {
-    const queue = await lockQueue(db, queueId);
-    if (queue === undefined) return [];
-    if (queue.strategy === 'ring_all') {
-      const offers: Distributed[] = [];
-      while (offers.length < most) {
-        const offer = await offerNext(db, queue);
-        if (offer === undefined) break;
-        offers.push(offer);
-      }
-      return offers;
+    const offers: Distributed[] = [];
+    for (const queueId of await endQueueCallsIn(db, ends)) offers.push(...(await offerInLine(db, queueId, most)));
+    return offers;
+  });
+}
+
+/** `distributeMany` in the caller's transaction. */
+async function offerInLine(db: pg.PoolClient, queueId: string, most: number): Promise<Distributed[]> {
+  const queue = await lockQueue(db, queueId);
+  if (queue === undefined) return [];
+  if (queue.strategy === 'ring_all') {
+    const offers: Distributed[] = [];
+    while (offers.length < most) {
+      const offer = await offerNext(db, queue);
+      if (offer === undefined) break;
+      offers.push(offer);
     }
-    const waiting = await firstInLine(db, queue.id, most);
-    if (waiting.length === 0) return [];
-    const agents = await offerableAgents(
-      db,
-      { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
-      waiting.length,
-    );
-    const pairs = agents.map((memberId, index) => ({ memberId, entryId: (waiting[index] as EntryRow).id }));
-    const offered = await offerAgents(db, queue.workspace_id, pairs);
-    const agentOf = new Map(offered.map((agent) => [agent.entry_id as string, agent.member_id]));
-    const byId = new Map((await markOffered(db, queue.id, [...agentOf.keys()])).map((entry) => [entry.id, entry]));
-    // In line order, as they were read.
-    return waiting.flatMap((entry) => {
-      const row = byId.get(entry.id);
-      const memberId = agentOf.get(entry.id);
-      return row === undefined || memberId === undefined ? [] : [{ entry: row, memberIds: [memberId] }];
-    });
+    return offers;
+  }
+  const waiting = await firstInLine(db, queue.id, most);
+  if (waiting.length === 0) return [];
+  const agents = await offerableAgents(
+    db,
+    { workspaceId: queue.workspace_id, memberIds: queue.member_ids, strategy: queue.strategy },
+    waiting.length,
+  );
+  const pairs = agents.map((memberId, index) => ({ memberId, entryId: (waiting[index] as EntryRow).id }));
+  const offered = await offerAgents(db, queue.workspace_id, pairs);
+  const agentOf = new Map(offered.map((agent) => [agent.entry_id as string, agent.member_id]));
+  const byId = new Map((await markOffered(db, queue.id, [...agentOf.keys()])).map((entry) => [entry.id, entry]));
+  // In line order, as they were read.
+  return waiting.flatMap((entry) => {
+    const row = byId.get(entry.id);
+    const memberId = agentOf.get(entry.id);
+    return row === undefined || memberId === undefined ? [] : [{ entry: row, memberIds: [memberId] }];
   });
 }
 

@@ -6,12 +6,20 @@
 import type pg from 'pg';
 import { type Static, Type } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { agentOf, agentsOfEntry, changeAgentState, endQueueCall, type PersonState } from '../agents/agent-states.ts';
+import {
+  agentOf,
+  agentsOfEntry,
+  changeAgentState,
+  endQueueCalls,
+  type PersonState,
+  type QueueCallEnd,
+} from '../agents/agent-states.ts';
 import { callEnvelope, readCall } from '../calls/calls.ts';
 import { announce, parseNotice, queueChannel } from '../change-notices.ts';
 import { afterCommit, inTransaction, type Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
-import { queuesOfMember } from '../routing/queues.ts';
+import { freeDevices } from '../devices/devices.ts';
+import { queuesOfMembers } from '../routing/queues.ts';
 
 export type EntryState = 'waiting' | 'offered' | 'connected' | 'abandoned' | 'overflowed' | 'callback';
 
@@ -241,26 +249,49 @@ export async function leaveQueue(
   });
 }
 
+/** An agent's queue call that ended, with the device it was on (freed with the agent), if it was on one. */
+export interface EndedQueueCall extends QueueCallEnd {
+  deviceId?: string;
+}
+
 /**
- * The queue call the agent was on ended: `wrap_up` for the queue's `wrapUpSecs` (straight to `available` when 0).
- * An agent who set another state during the call keeps it.
+ * Queue calls ended, in one transaction however many (a burst of calls ending together frees their agents in one
+ * commit), and the queues of the agents freed without wrap-up announced, once each. See `endQueueCallsIn`.
  */
-export async function queueCallEnded(
-  pool: pg.Pool,
-  input: { workspaceId: string; memberId: string; entryId: string; wrapUpSecs: number },
-): Promise<void> {
+export async function queueCallsEnded(pool: pg.Pool, ends: readonly EndedQueueCall[]): Promise<void> {
+  if (ends.length === 0) return;
   await inTransaction(pool, async (db) => {
-    // One statement checks, locks and changes the agent: the agent is free sooner after a burst of calls ends.
-    if ((await endQueueCall(db, input)) === undefined) return;
-    if (input.wrapUpSecs === 0) await announceAgent(db, input.workspaceId, input.memberId);
+    for (const queueId of await endQueueCallsIn(db, ends)) await notify(db, { queueId, kind: 'agent' });
   });
 }
 
-/** Tells every queue that names the member that it may be offered a call now. */
-async function announceAgent(db: Queryable, workspaceId: string, memberId: string): Promise<void> {
-  for (const queueId of await queuesOfMember(db, workspaceId, memberId)) {
-    await notify(db, { queueId, kind: 'agent' });
-  }
+/**
+ * Queue calls ended, in the caller's transaction: their devices are free and each agent goes to `wrap_up` for its
+ * queue's `wrapUpSecs` (straight to `available` when 0; an agent who set another state during the call keeps it).
+ * Returns the queues of the agents of the ends without wrap-up, in id order, each once: they may be offered a call
+ * now (also when the agent was freed by an earlier end of the same call that left the device busy: the device freed
+ * now makes the agent offerable).
+ */
+export async function endQueueCallsIn(db: pg.PoolClient, ends: readonly EndedQueueCall[]): Promise<string[]> {
+  await freeDevices(
+    db,
+    ends.flatMap((end) => (end.deviceId === undefined ? [] : [end.deviceId])),
+  );
+  await endQueueCalls(db, ends);
+  return queuesOfMembers(
+    db,
+    ends
+      .filter((end) => end.wrapUpSecs === 0)
+      .map((end) => ({ workspace_id: end.workspaceId, member_id: end.memberId })),
+  );
+}
+
+/** Tells every queue that names one of the members that it may be offered a call now, once per queue. */
+async function announceAgents(
+  db: Queryable,
+  members: readonly { workspace_id: string; member_id: string }[],
+): Promise<void> {
+  for (const queueId of await queuesOfMembers(db, members)) await notify(db, { queueId, kind: 'agent' });
 }
 
 export type PersonSetOutcome =
@@ -299,7 +330,9 @@ export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInp
   if (before.previous === 'offered' && entry !== undefined && (await agentsOfEntry(db, entry.id)).length === 0) {
     await requeue(db, entry);
   }
-  if (input.state === 'available') await announceAgent(db, input.workspaceId, input.memberId);
+  if (input.state === 'available') {
+    await announceAgents(db, [{ workspace_id: input.workspaceId, member_id: input.memberId }]);
+  }
   return { outcome: 'changed', previous: before.previous };
 }
 
@@ -350,13 +383,14 @@ export async function abandonOwnedEntries(pool: pg.Pool, engineOwner: string, li
       WHERE e.engine_owner = $1 AND e.state = 'connected' AND a.state = 'on_call'`,
     [engineOwner],
   );
-  for (const row of onCall.rows) {
-    await queueCallEnded(pool, {
+  await queueCallsEnded(
+    pool,
+    onCall.rows.map((row) => ({
       workspaceId: row.workspace_id,
       memberId: row.member_id,
       entryId: row.id,
       wrapUpSecs: 0,
-    });
-  }
+    })),
+  );
   return owned.rows.length;
 }

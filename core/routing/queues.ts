@@ -188,11 +188,18 @@ export async function lockQueue(db: Queryable, id: string): Promise<LockedQueue 
   return result.rows[0];
 }
 
-/** The ids of the workspace's queues that name the member. */
-export async function queuesOfMember(db: Queryable, workspaceId: string, memberId: string): Promise<string[]> {
-  const result = await db.query<{ id: string }>(
-    'SELECT id FROM queues WHERE workspace_id = $1 AND $2::uuid = ANY (member_ids) ORDER BY id',
-    [workspaceId, memberId],
-  );
+/** The queues that name any of the members (each in its workspace), in id order, each once. */
+export async function queuesOfMembers(
+  db: Queryable,
+  members: readonly { workspace_id: string; member_id: string }[],
+): Promise<string[]> {
+  if (members.length === 0) return [];
+  const result = await db.query<{ id: string }>({
+    name: 'switchboard-queues-of-members',
+    text: `SELECT DISTINCT q.id FROM unnest($1::uuid[], $2::uuid[]) AS m (workspace_id, member_id)
+             JOIN queues q ON q.workspace_id = m.workspace_id AND m.member_id = ANY (q.member_ids)
+            ORDER BY q.id`,
+    values: [members.map((member) => member.workspace_id), members.map((member) => member.member_id)],
+  });
   return result.rows.map((row) => row.id);
 }

@@ -8,9 +8,10 @@
  *   engine hears it (the distributor's watch) and rings the agent's devices as a `ring` round does
  *   (ringing.ts, targets `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device
  *   to answer claims the entry (`answerEntry`: connected, the agent `on_call`) and is bridged to the caller; when
- *   the bridge ends the agent goes to wrap-up (`queueCallEnded`, the queue's `wrapUpSecs`). Not answered in time, or
- *   declined by every device: `releaseEntry` (a missed offer), the entry is back in its place and the caller keeps
- *   waiting. An offer whose entry stops being offered (the agent went away) stops ringing at once.
+ *   the bridge ends the agent goes to wrap-up (the queue's `wrapUpSecs`), their device freed in the same write (the
+ *   distributor's `callEnded`). Not answered in time, or declined by every device: `releaseEntry` (a missed
+ *   offer), the entry is back in its place and the caller keeps waiting. An offer whose entry stops being offered
+ *   (the agent went away) stops ringing at once.
  * - `maxWaitMs` passes: the entry leaves `overflowed` and the plan takes `overflow`.
  * - the call ends (the caller hangs up, a command, shutdown): the entry leaves `abandoned` before the call's end is
  *   recorded (`queue.left` comes before `call.ended`).
@@ -37,7 +38,6 @@ import {
   type EntryRow,
   enterQueue,
   leaveQueue,
-  queueCallEnded,
   releaseEntry,
   requestCallback,
 } from '../../core/queues/entries.ts';
@@ -98,6 +98,8 @@ class QueueWait {
   /** Set when the offer's claim dialled the caller back and got no answer. */
   private dialFailed = false;
   private answeredBy: string | undefined;
+  /** Whether the agent who answered was sent to wrap-up. */
+  private wrappedUp = false;
   /** An offer this engine's distribution just made, handed over by the watch (nothing read since). */
   private offered: EntryOffer | undefined;
   /** When the last offer rung was made (its `offered_at`): an offer is rung once. */
@@ -316,6 +318,7 @@ class QueueWait {
           waitAudio: (signal) => signal.addEventListener('abort', () => this.stopHold(), { once: true }),
           stop: stop.signal,
           claim: (memberId) => this.claim(memberId),
+          ended: (deviceId) => this.wrapUp(deviceId),
           ...(ringable === undefined ? {} : { ringable }),
         },
       );
@@ -368,14 +371,20 @@ class QueueWait {
     return mine;
   }
 
-  /** The agent who answered goes to wrap-up (once: later calls find them no longer on this call). */
-  private async wrapUp(): Promise<void> {
-    if (this.answeredBy === undefined) return;
-    await queueCallEnded(this.services.pool, {
+  /**
+   * The agent who answered goes to wrap-up, with the device the call was on freed in the same write (the ring
+   * round's `ended`). Written once; asked again without a device (the call ending, the round over), nothing more is
+   * written. Should the device's end come second, the agent's change is written again and changes nothing.
+   */
+  private async wrapUp(deviceId?: string): Promise<void> {
+    if (this.answeredBy === undefined || (this.wrappedUp && deviceId === undefined)) return;
+    this.wrappedUp = true;
+    await this.services.queues.callEnded({
       workspaceId: this.entry.workspace_id,
       memberId: this.answeredBy,
       entryId: this.entry.id,
       wrapUpSecs: this.queue.wrap_up_secs,
+      ...(deviceId === undefined ? {} : { deviceId }),
     });
   }
 }

@@ -196,9 +196,12 @@ export async function connectSipDevice(
   let leg: SipDeviceLeg | undefined;
   // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
   let legEnded: Promise<void> | undefined;
+  // A queue's device that claimed the entry is freed with its agent.
+  let claimed = false;
   try {
     // A queue's offer: the entry must still be this person's (else the phone is hung up).
-    if (round.queued !== undefined && !(await round.queued.claim(device.member_id))) return 'unanswered';
+    claimed = round.queued !== undefined && (await round.queued.claim(device.member_id));
+    if (round.queued !== undefined && !claimed) return 'unanswered';
     await setDeviceBusy(pool, device.id, round.callId);
     const legId = await addLeg(pool, round.callId, {
       role: 'device',
@@ -233,6 +236,7 @@ export async function connectSipDevice(
   } finally {
     if (leg === undefined) answer.hangup();
     else leg.release();
-    await Promise.all([setDeviceBusy(pool, device.id, null), legEnded]);
+    const free = claimed ? round.queued?.ended(device.id) : setDeviceBusy(pool, device.id, null);
+    await Promise.all([free, legEnded]);
   }
 }

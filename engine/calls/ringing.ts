@@ -72,6 +72,11 @@ export interface QueuedRound {
    * false (the entry is no longer theirs) hangs the device up and the round is unanswered.
    */
   claim(memberId: string | null): Promise<boolean>;
+  /**
+   * The claimed device's connection is over: frees the device together with its agent (the queue's wrap-up), in
+   * place of freeing the device alone.
+   */
+  ended(deviceId: string): Promise<void>;
   /** The agents' devices as the distribution read them with its offer: the round reads none before its INVITEs. */
   ringable?: RingableDevices;
 }
@@ -325,6 +330,8 @@ async function connect(
   const { pool, log } = services;
   // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
   let legEnded: Promise<void> | undefined;
+  // A queue's device that claimed the entry is freed with its agent.
+  let claimed = false;
   try {
     if (endpoint === undefined || offer.sdp_answer === null) return 'unanswered';
     const legId = await addLeg(pool, round.callId, {
@@ -342,7 +349,8 @@ async function connect(
       await setLegState(pool, legId, 'ended');
       return 'unanswered';
     }
-    if (round.queued !== undefined && !(await round.queued.claim(device?.member_id ?? null))) {
+    claimed = round.queued !== undefined && (await round.queued.claim(device?.member_id ?? null));
+    if (round.queued !== undefined && !claimed) {
       endpoint.close();
       await setLegState(pool, legId, 'ended');
       return 'unanswered';
@@ -369,6 +377,7 @@ async function connect(
     return 'answered';
   } finally {
     endpoint?.close();
-    await Promise.all([setDeviceBusy(pool, offer.device_id, null), legEnded]);
+    const free = claimed ? round.queued?.ended(offer.device_id) : setDeviceBusy(pool, offer.device_id, null);
+    await Promise.all([free, legEnded]);
   }
 }

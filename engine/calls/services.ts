@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { Clock } from '../../core/clock.ts';
 import type { IceServer } from '../../core/config.ts';
 import type { RingableDevices } from '../../core/devices/devices.ts';
+import type { EndedQueueCall } from '../../core/queues/entries.ts';
 import type { Log } from '../../core/log.ts';
 import type { Prompts } from '../media/prompts.ts';
 import type { WebRtcMediaFactory } from '../media/webrtc-endpoint.ts';
@@ -28,6 +29,11 @@ export interface QueueWatch {
    * read again to ring its agents.
    */
   watch(entryId: string, queueId: string, onChange: (offered?: EntryOffer) => void): () => void;
+  /**
+   * The agent's queue call ended: the agent goes to the queue's wrap-up (or `available`), with the device the call
+   * was on freed in the same write; endings that come together are written together. Resolves once committed.
+   */
+  callEnded(end: EndedQueueCall): Promise<void>;
 }
 
 export interface CallServices {

@@ -11,7 +11,7 @@ import test from 'ava';
 import { agentOf } from '../../core/agents/agent-states.ts';
 import { registerDevice } from '../../core/devices/devices.ts';
 import { issueKey } from '../../core/identity/applications.ts';
-import { answerEntry, enterQueue, entryById, queueCallEnded } from '../../core/queues/entries.ts';
+import { answerEntry, enterQueue, entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
@@ -253,12 +253,9 @@ test('set mid-offer, the caller goes back first in line; set during wrap-up, the
   t.is((await put(agent.token, agent.id, { state: 'available' })).status, 200);
   t.is((await distribute(service.pool, queue.id))?.entry.id, entry?.id);
   t.true(await answerEntry(service.pool, entry?.id as string, agent.id));
-  await queueCallEnded(service.pool, {
-    workspaceId: ws,
-    memberId: agent.id,
-    entryId: entry?.id as string,
-    wrapUpSecs: 300,
-  });
+  await queueCallsEnded(service.pool, [
+    { workspaceId: ws, memberId: agent.id, entryId: entry?.id as string, wrapUpSecs: 300 },
+  ]);
   const wrapping = await list(agent.token);
   t.like(wrapping.body.data[0], { state: 'wrap_up', callsAnswered: 1, actor: 'system' });
   t.is(typeof wrapping.body.data[0].wrapUpUntil, 'string');

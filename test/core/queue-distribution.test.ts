@@ -3,7 +3,7 @@
  * entries offered to agents under locks, raced by many connections at once as several engines would; missed offers,
  * an agent going away mid-offer, a caller hanging up mid-offer, wrap-up, a restarted engine's entries, callbacks;
  * every agent change is one `agent.state_changed` event, every entry's coming and going `queue.entered` /
- * `queue.left`.
+ * `queue.left`; calls that end while callers wait offer their agents the next in the commit that frees them.
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
@@ -15,12 +15,12 @@ import {
   enterQueue,
   entryById,
   leaveQueue,
-  queueCallEnded,
+  queueCallsEnded,
   releaseEntry,
   requestCallback,
   setStateByPerson,
 } from '../../core/queues/entries.ts';
-import { distribute, distributeMany } from '../../core/queues/distribution.ts';
+import { distribute, distributeMany, endCallsAndOffer } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
@@ -55,7 +55,7 @@ async function contactCenter(agents: number, strategy = 'longest_idle', availabl
   };
   /** The queue call of agent `agent` (an index) on `entryId` is over, with `wrapUpSecs` of wrap-up. */
   const callEnded = (entryId: string, wrapUpSecs: number, agent = 0) =>
-    queueCallEnded(service.pool, { workspaceId, memberId: memberIds[agent] as string, entryId, wrapUpSecs });
+    queueCallsEnded(service.pool, [{ workspaceId, memberId: memberIds[agent] as string, entryId, wrapUpSecs }]);
   return { setup, workspaceId, memberIds, queue, enter, callEnded };
 }
 
@@ -310,4 +310,34 @@ test('distributeMany offers the entries in line to the agents idle longest in on
   }
   t.is((await entryById(service.pool, entries[3]!.id))?.state, 'waiting', 'the fourth waits: nobody is free');
   t.deepEqual(await distributeMany(service.pool, center.queue.id, 10), []);
+});
+
+test('calls that end while callers wait: the agents freed are offered the first in line in the same commit, not those in wrap-up', async (t) => {
+  // Two agents on calls of the queue; the first call ends without wrap-up, the second with 30 s of it.
+  const { workspaceId, memberIds, queue, enter } = await contactCenter(2);
+  const [first, second] = memberIds as [string, string];
+  const calls = [await enter(), await enter()];
+  t.is((await distributeMany(service.pool, queue.id, 2)).length, 2);
+  for (const [index, entry] of calls.entries()) {
+    const offered = (await agentOf(service.pool, workspaceId, memberIds[index] as string))?.entry_id;
+    t.true(await answerEntry(service.pool, offered ?? entry.id, memberIds[index] as string));
+  }
+  const onCall = async (memberId: string) => (await agentOf(service.pool, workspaceId, memberId))?.entry_id as string;
+  const waiting = [await enter(), await enter()];
+  const offers = await endCallsAndOffer(
+    service.pool,
+    [
+      { workspaceId, memberId: first, entryId: await onCall(first), wrapUpSecs: 0 },
+      { workspaceId, memberId: second, entryId: await onCall(second), wrapUpSecs: 30 },
+    ],
+    10,
+  );
+  t.deepEqual(
+    offers.map(({ entry, memberIds: offeredTo }) => [entry.id, offeredTo]),
+    [[waiting[0]?.id, [first]]],
+    'the agent without wrap-up takes the first caller in line',
+  );
+  t.deepEqual((await agentEvents(first)).slice(-2), ['on_call>available:system', 'available>offered:system']);
+  t.is(await stateOf(workspaceId, second), 'wrap_up');
+  t.is((await entryById(service.pool, waiting[1]?.id as string))?.state, 'waiting', 'the second caller waits on');
 });

@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { registerDevice } from '../../core/devices/devices.ts';
-import { answerEntry, enterQueue, entryById, leaveQueue, queueCallEnded } from '../../core/queues/entries.ts';
+import { answerEntry, enterQueue, entryById, leaveQueue, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { answerRateWindowSecs, entryPlace, expectedWaitSecs } from '../../core/queues/figures.ts';
 import { createQueue } from '../../core/routing/queues.ts';
@@ -58,7 +58,7 @@ async function oneAgentQueue() {
   /** The agent answers `entryId` (offered to them) and the call ends at once: the agent is available again. */
   const answer = async (entryId: string) => {
     if (!(await answerEntry(service.pool, entryId, member.id))) throw new Error('the agent could not answer');
-    await queueCallEnded(service.pool, { workspaceId, memberId: member.id, entryId, wrapUpSecs: 0 });
+    await queueCallsEnded(service.pool, [{ workspaceId, memberId: member.id, entryId, wrapUpSecs: 0 }]);
   };
   return { queue, memberId: member.id, enter, available, answer };
 }

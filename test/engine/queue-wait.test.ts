@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { registerDevice } from '../../core/devices/devices.ts';
-import { entryById } from '../../core/queues/entries.ts';
+import { entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distributeMany } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/routing/queues.ts';
 import type { QueueCall, RingOutcome } from '../../engine/calls/control.ts';
@@ -60,6 +60,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
       tell = onChange;
       return () => {};
     },
+    callEnded: (end) => queueCallsEnded(service.pool, [end]),
   };
   // The call's side: each ring round recorded and left ringing until the test ends it.
   const rounds: Round[] = [];
