@@ -10,20 +10,30 @@
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { Type } from 'typebox';
-import {
-  agentJson,
-  agentOf,
-  agentStates,
-  listAgents,
-  type AgentRow,
-  personStates,
-} from '../../core/agents/agent-states.ts';
+import { agentOf, agentStates, listAgents, type AgentRow, personStates } from '../../core/agents/agent-states.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { changeStateByPerson } from '../../core/queues/entries.ts';
 import { actorOf } from '../auth.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, Uuid } from '../schemas.ts';
+
+/** The agent as the API shows it (operations 57, 58). */
+export function agentJson(row: AgentRow) {
+  return {
+    memberId: row.member_id,
+    email: row.email,
+    name: row.name,
+    state: row.state,
+    reason: row.reason,
+    actor: row.actor,
+    changedAt: row.changed_at?.toISOString() ?? null,
+    reachable: row.reachable,
+    missedOffers: row.missed_offers,
+    callsAnswered: Number(row.calls_answered),
+    wrapUpUntil: row.wrap_up_until?.toISOString() ?? null,
+  };
+}
 
 export const Agent = Type.Object({
   memberId: Uuid,

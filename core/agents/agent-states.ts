@@ -4,8 +4,13 @@
  * transaction; a change to the same state and reason writes nothing.
  *
  * People set `available`, `away` and `offline` (operation 58, `setStateByPerson`); distribution and the queue step
- * move agents through `offered`, `on_call` and `wrap_up` (`changeAgentState` inside their own transactions,
- * core/queues/entries.ts), and each engine ends wrap-ups that are over (`endWrapUps`).
+ * move agents through `offered`, `on_call` and `wrap_up` (`changeAgentState`, `offerAgents` and `endQueueCalls`
+ * inside their own transactions, core/queues/entries.ts and distribution.ts), and each engine ends wrap-ups that are
+ * over (`endWrapUps`).
+ *
+ * Longer than 400 lines because the table keeps one home: the people's changes, distribution's, the calls' ends and
+ * the live figures' reads share its rows and the rules of its one `UPDATE` (`updateAgents`); splitting them would
+ * give it two.
  */
 import type pg from 'pg';
 import { inTransaction, type Queryable } from '../database.ts';
@@ -51,23 +56,6 @@ const columns = `m.id AS member_id, m.workspace_id, w.application_id, w.external
   m.created_at::text AS cursor_ts`;
 const from = `FROM members m JOIN workspaces w ON w.id = m.workspace_id
   LEFT JOIN agent_states a ON a.member_id = m.id`;
-
-/** The agent as the API shows it (operations 57, 58). */
-export function agentJson(row: AgentRow) {
-  return {
-    memberId: row.member_id,
-    email: row.email,
-    name: row.name,
-    state: row.state,
-    reason: row.reason,
-    actor: row.actor,
-    changedAt: row.changed_at?.toISOString() ?? null,
-    reachable: row.reachable,
-    missedOffers: row.missed_offers,
-    callsAnswered: Number(row.calls_answered),
-    wrapUpUntil: row.wrap_up_until?.toISOString() ?? null,
-  };
-}
 
 /** The workspace's member as an agent, undefined when the workspace has no such member. */
 export async function agentOf(db: Queryable, workspaceId: string, memberId: string): Promise<AgentRow | undefined> {
@@ -309,16 +297,16 @@ export interface QueueCallEnd {
 export async function endQueueCalls(db: pg.PoolClient, ends: readonly QueueCallEnd[]): Promise<AgentRow[]> {
   const agents = await updateAgents(
     db,
-    ends.map((end) => ({
-      workspaceId: end.workspaceId,
-      memberId: end.memberId,
-      change:
-        end.wrapUpSecs > 0
-          ? { state: 'wrap_up', actor: 'system', wrapUpSecs: end.wrapUpSecs }
-          : { state: 'available', actor: 'system' },
-      sameState: false,
-      onCallFor: end.entryId,
-    })),
+    ends.map(({ workspaceId, memberId, entryId, wrapUpSecs }) => {
+      const state = wrapUpSecs > 0 ? 'wrap_up' : 'available';
+      return {
+        workspaceId,
+        memberId,
+        change: { state, actor: 'system', wrapUpSecs },
+        sameState: false,
+        onCallFor: entryId,
+      };
+    }),
   );
   await appendEvents(
     db,
