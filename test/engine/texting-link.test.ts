@@ -38,6 +38,12 @@ test.before(async () => {
   await until('every link bound', () => cases.every((name) => lines[name].smsc.sessions.length === 1) || undefined);
 });
 
+// A failed test shows what the engine warned of (every test here shares it): the link's side of the failure.
+test.afterEach.always((t) => {
+  if (t.passed) return;
+  for (const line of engine?.logs.filter((entry) => !entry.includes('"level":30')).slice(-40) ?? []) t.log(line);
+});
+
 test.after.always(async () => {
   await engine?.close();
   await Promise.all(Object.values(lines).map(({ smsc }) => smsc.close()));

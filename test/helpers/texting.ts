@@ -159,7 +159,10 @@ export function sendText(
   );
 }
 
-/** Resolves once the message is `status`; fails after 20 s naming the last status seen. */
+/**
+ * Resolves once the message is `status`; fails after 20 s naming the last status seen and where its outbound parts
+ * were then (state, submissions, not before, carrier id), so that a failure says which step did not happen.
+ */
 export async function statusOf(service: TestService, messageId: string, status: string): Promise<void> {
   let last = 'none';
   try {
@@ -175,7 +178,19 @@ export async function statusOf(service: TestService, messageId: string, status: 
       20_000,
     );
   } catch (error) {
-    throw new Error(`${(error as Error).message} (last seen ${last})`, { cause: error });
+    const parts = await service.pool
+      .query<{ state: string; attempts: number; not_before: Date | null; carrier_message_id: string | null }>(
+        `SELECT state, attempts, not_before, carrier_message_id FROM message_parts
+          WHERE message_id = $1 AND direction = 'outbound' ORDER BY part_index`,
+        [messageId],
+      )
+      .then(
+        ({ rows }) => JSON.stringify(rows),
+        (failed: unknown) => `unread: ${String(failed)}`,
+      );
+    throw new Error(`${(error as Error).message} (last seen ${last}; parts ${parts}; at ${new Date().toISOString()})`, {
+      cause: error,
+    });
   }
 }
 
