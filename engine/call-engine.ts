@@ -226,11 +226,13 @@ export async function startCallEngine(options: {
       await offers.close();
       await checking;
       await active.closeAll('engine_stopped');
-      // The calls' ends free their agents on the distribution's connections.
-      await queues.endingsWritten();
-      await distributionPool.end();
       registrar.close();
       await sip.close();
+      // The calls' ends free their agents and devices on the distribution's connections. A queue call's device end
+      // is asked for by the call's run once its connection ends, which may come after `closeAll` recorded the end
+      // of the call: these connections close last.
+      await queues.endingsWritten();
+      await distributionPool.end();
     },
   };
 }

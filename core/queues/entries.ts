@@ -260,9 +260,7 @@ export interface EndedQueueCall extends QueueCallEnd {
  */
 export async function queueCallsEnded(pool: pg.Pool, ends: readonly EndedQueueCall[]): Promise<void> {
   if (ends.length === 0) return;
-  await inTransaction(pool, async (db) => {
-    for (const queueId of await endQueueCallsIn(db, ends)) await notify(db, { queueId, kind: 'agent' });
-  });
+  await inTransaction(pool, async (db) => announceQueues(db, await endQueueCallsIn(db, ends)));
 }
 
 /**
@@ -286,12 +284,9 @@ export async function endQueueCallsIn(db: pg.PoolClient, ends: readonly EndedQue
   );
 }
 
-/** Tells every queue that names one of the members that it may be offered a call now, once per queue. */
-async function announceAgents(
-  db: Queryable,
-  members: readonly { workspace_id: string; member_id: string }[],
-): Promise<void> {
-  for (const queueId of await queuesOfMembers(db, members)) await notify(db, { queueId, kind: 'agent' });
+/** Tells each queue that an agent of it may be offered a call now. */
+async function announceQueues(db: Queryable, queueIds: readonly string[]): Promise<void> {
+  for (const queueId of queueIds) await notify(db, { queueId, kind: 'agent' });
 }
 
 export type PersonSetOutcome =
@@ -331,7 +326,10 @@ export async function changeStateByPerson(db: pg.PoolClient, input: PersonSetInp
     await requeue(db, entry);
   }
   if (input.state === 'available') {
-    await announceAgents(db, [{ workspace_id: input.workspaceId, member_id: input.memberId }]);
+    await announceQueues(
+      db,
+      await queuesOfMembers(db, [{ workspace_id: input.workspaceId, member_id: input.memberId }]),
+    );
   }
   return { outcome: 'changed', previous: before.previous };
 }

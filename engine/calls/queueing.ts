@@ -326,10 +326,8 @@ class QueueWait {
       this.offerCheck = undefined;
       this.offerDeadline = undefined;
     }
-    if (outcome === 'answered') {
-      await this.wrapUp();
-      return 'answered';
-    }
+    // Answered: the round's `ended` sent the agent to wrap-up with their device when the connection ended.
+    if (outcome === 'answered') return 'answered';
     if (this.call.gone.aborted) return 'ended';
     if (why === 'deadline') {
       await leaveQueue(pool, this.entry.id, 'overflowed', missedOffersLimit);
@@ -373,8 +371,8 @@ class QueueWait {
 
   /**
    * The agent who answered goes to wrap-up, with the device the call was on freed in the same write (the ring
-   * round's `ended`). Written once; asked again without a device (the call ending, the round over), nothing more is
-   * written. Should the device's end come second, the agent's change is written again and changes nothing.
+   * round's `ended`). Written once; asked again without a device (the call ending), nothing more is written. Should
+   * the device's end come second, the agent's change is written again and changes nothing.
    */
   private async wrapUp(deviceId?: string): Promise<void> {
     if (this.answeredBy === undefined || (this.wrappedUp && deviceId === undefined)) return;
