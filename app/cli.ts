@@ -50,7 +50,9 @@ Admin commands (on DATABASE_URL, or the embedded database in SWITCHBOARD_DATA_DI
   numbers texting <e164> approved|rejected             decides the texting campaign a workspace named for its number
                                                        (only approved numbers send messages); prints the number
   carriers add <name> --address <host or CIDR> [--port 5060] [--transport udp|tcp] [--username u --password p]
+                    [--media-networks <CIDR or address>,...]
                                                        adds (or replaces) a SIP carrier calls come from and go out through
+                                                       (its media only at its address or in its media networks)
   carriers messaging <name> --smpp-host <host> [--smpp-port 2775] --system-id <id> --password <p>
                     [--system-type <t>] [--tls] [--throughput 10] [--mms-url https://…] | --off
                                                        sets (or removes) the SMPP account its texts go through,
@@ -106,6 +108,7 @@ async function admin(config: Config, args: string[]): Promise<void> {
       transport: { type: 'string' },
       username: { type: 'string' },
       password: { type: 'string' },
+      'media-networks': { type: 'string' },
       'smpp-host': { type: 'string' },
       'smpp-port': { type: 'string' },
       'system-id': { type: 'string' },
@@ -205,6 +208,9 @@ async function admin(config: Config, args: string[]): Promise<void> {
       ...(values.transport !== undefined ? { transport: values.transport } : {}),
       ...(values.username !== undefined ? { username: values.username } : {}),
       ...(values.password !== undefined ? { password: values.password } : {}),
+      ...(values['media-networks'] !== undefined
+        ? { mediaNetworks: values['media-networks'].split(',').map((network) => network.trim()) }
+        : {}),
     };
     try {
       print(

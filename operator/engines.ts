@@ -78,6 +78,7 @@ async function writeCarriers(
           address: carrier.address,
           ...(carrier.port === undefined ? {} : { port: carrier.port }),
           ...(carrier.transport === undefined ? {} : { transport: carrier.transport }),
+          ...(carrier.mediaNetworks === undefined ? {} : { mediaNetworks: carrier.mediaNetworks }),
           ...credentials.get(carrier.name),
           engine: ownerOf(engine),
         });

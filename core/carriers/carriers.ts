@@ -19,6 +19,8 @@ export interface Carrier {
   username: string | null;
   /** Sealed (AES-256-GCM); opened only to answer a digest challenge. */
   password: string | null;
+  /** Where its media may be besides its address: CIDR ranges or addresses (docs/calls.md, Media addresses). */
+  media_networks: string[];
 }
 
 export class CarrierInputError extends Error {}
@@ -27,6 +29,24 @@ const namePattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 /** A DNS host name (an IP address is checked with ipaddr.js). */
 export const hostPattern =
   /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** The most media networks a carrier lists. */
+export const maxMediaNetworks = 32;
+
+/** Checks media networks: each an IP address or a CIDR range, at most `maxMediaNetworks`. */
+function checkMediaNetworks(networks: readonly string[]): void {
+  if (networks.length > maxMediaNetworks) {
+    throw new CarrierInputError(`--media-networks lists at most ${maxMediaNetworks} networks`);
+  }
+  for (const network of networks) {
+    if (ipaddr.isValid(network)) continue;
+    try {
+      ipaddr.parseCIDR(network);
+    } catch {
+      throw new CarrierInputError(`--media-networks: ${network} is not an IP address or a CIDR range`);
+    }
+  }
+}
 
 /** Checks an address: an IP, a CIDR range or a host name. */
 function checkAddress(address: string): void {
@@ -52,10 +72,12 @@ export async function addCarrier(
     transport?: string;
     username?: string;
     password?: string;
+    /** CIDR ranges or addresses of its media servers, when they are not at its address. */
+    mediaNetworks?: readonly string[];
     /** The Engine resource (`namespace/name`) declaring the carrier; none when added by hand. */
     engine?: string;
   },
-): Promise<Omit<Carrier, 'password'> & { hasPassword: boolean }> {
+): Promise<Omit<Carrier, 'password' | 'media_networks'> & { mediaNetworks: string[]; hasPassword: boolean }> {
   if (!namePattern.test(input.name)) {
     throw new CarrierInputError(`carrier name "${input.name}" must be 1-63 letters, digits, '.', '_' or '-'`);
   }
@@ -67,14 +89,17 @@ export async function addCarrier(
   if ((input.username === undefined) !== (input.password === undefined)) {
     throw new CarrierInputError('--username and --password go together');
   }
-  const result = await db.query<Omit<Carrier, 'password'> & { password: string | null }>(
-    `INSERT INTO carriers (name, address, port, transport, username, password, engine)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
+  const mediaNetworks = [...(input.mediaNetworks ?? [])];
+  checkMediaNetworks(mediaNetworks);
+  const result = await db.query<Carrier>(
+    `INSERT INTO carriers (name, address, port, transport, username, password, engine, media_networks)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (name) DO UPDATE SET address = excluded.address, port = excluded.port,
-       transport = excluded.transport, username = excluded.username, password = excluded.password
+       transport = excluded.transport, username = excluded.username, password = excluded.password,
+       media_networks = excluded.media_networks
      -- A carrier declared by an Engine resource changes only there (and one added by hand only by hand).
      WHERE carriers.engine IS NOT DISTINCT FROM excluded.engine
-     RETURNING name, address, port, transport, username, password`,
+     RETURNING name, address, port, transport, username, password, media_networks`,
     [
       input.name,
       input.address,
@@ -83,6 +108,7 @@ export async function addCarrier(
       input.username ?? null,
       input.password === undefined ? null : sealSecret(secretsKey, input.password),
       input.engine ?? null,
+      mediaNetworks,
     ],
   );
   const row = result.rows[0] as Carrier | undefined;
@@ -103,6 +129,7 @@ export async function addCarrier(
     port: row.port,
     transport: row.transport,
     username: row.username,
+    mediaNetworks: row.media_networks,
     hasPassword: row.password !== null,
   };
 }
@@ -110,7 +137,7 @@ export async function addCarrier(
 /** Every carrier, by name, its password still sealed. */
 export async function listCarriers(db: Queryable): Promise<Carrier[]> {
   const result = await db.query<Carrier>(
-    'SELECT name, address, port, transport, username, password FROM carriers ORDER BY name',
+    'SELECT name, address, port, transport, username, password, media_networks FROM carriers ORDER BY name',
   );
   return result.rows;
 }

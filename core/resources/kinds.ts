@@ -157,6 +157,12 @@ export const EngineCarrier = Type.Object(
     address: Type.String({ minLength: 1, maxLength: 253, description: 'A host, an IP address or a CIDR range' }),
     port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Default 5060' })),
     transport: Type.Optional(Type.Enum(['udp', 'tcp'], { description: 'Default udp' })),
+    mediaNetworks: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: 32,
+        description: 'CIDR ranges or addresses of its media servers, when they are not at its address',
+      }),
+    ),
     credentialsSecretRef: Type.Optional(
       Type.Object(
         { name: Type.String({ minLength: 1, maxLength: 253, description: 'A Secret with username and password' }) },

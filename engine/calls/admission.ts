@@ -1,19 +1,20 @@
 /**
  * Admission of calls from carriers (docs/calls.md): an INVITE from a configured carrier to a number with a published
  * plan assigned is answered with our SDP, recorded as a call, and run through the plan version published at that
- * moment. Any other source gets 403, a number without a plan 404, an offer without PCMU or PCMA 488, no free media
- * port 503. A CANCEL before the answer gets 487 for the INVITE, and the call is still written (`caller_cancelled`).
+ * moment. Any other source gets 403, a number without a plan 404, an offer without PCMU or PCMA 488 (as one whose
+ * media address the carrier could not receive at: engine/media/media-peer.ts), no free media port 503. A CANCEL before the answer gets 487 for the INVITE, and the call is still written (`caller_cancelled`).
  */
 import type { IncomingInviteRequest, UserAgentCore } from 'sip.js/lib/core/index.js';
 import { addLeg, type CallRow, endCall, setLegState, startCall } from '../../core/calls/calls.ts';
 import { e164Pattern } from '../../core/ids.ts';
 import { publishedPlanFor } from '../../core/numbers/numbers.ts';
 import { type MediaEndpoint, MediaEndpoint as Media } from '../media/rtp.ts';
-import { answer as answerSdp, parseSdp, SdpError } from '../media/sdp.ts';
+import { answer as answerSdp, parseSdp } from '../media/sdp.ts';
 import type { Source } from '../sip/transport.ts';
 import { dialedOf } from '../sip/user-agent.ts';
 import type { ActiveCalls } from './active-calls.ts';
 import { Call } from './call.ts';
+import { notAcceptable } from './invite.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
 
@@ -27,16 +28,6 @@ function callerOf(user: string | undefined): string {
   // eslint-disable-next-line no-control-regex -- control characters are what this removes
   const clean = (user ?? '').replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 64);
   return clean === '' ? 'anonymous' : clean;
-}
-
-/** 488: the offer cannot be answered (no PCMU or PCMA, no audio, unreadable), with the reason in a Warning. */
-function notAcceptable(request: IncomingInviteRequest, error: unknown): void {
-  const reason = error instanceof SdpError ? error.message : 'unreadable SDP';
-  request.reject({
-    statusCode: 488,
-    reasonPhrase: 'Not Acceptable Here',
-    extraHeaders: [`Warning: 399 switchboard "${reason.replace(/["\r\n]/g, "'")}"`],
-  });
 }
 
 export class Admission {
@@ -92,12 +83,14 @@ export class Admission {
     try {
       offer = parseSdp(request.message.body);
     } catch (error) {
-      if (!cancelled) notAcceptable(request, error);
+      if (!cancelled) request.reject(notAcceptable(error));
       return;
     }
     let media: MediaEndpoint;
     try {
-      media = await Media.open(services.ports, services.rtpHost);
+      media = await Media.open(services.ports, services.rtpHost, {
+        peer: services.carriers.mediaPeer(carrier, source.address),
+      });
     } catch {
       if (!cancelled) {
         request.reject({ statusCode: 503, reasonPhrase: 'No media port free', extraHeaders: ['Retry-After: 5'] });
@@ -107,9 +100,11 @@ export class Admission {
     let answered: ReturnType<typeof answerSdp>;
     try {
       answered = answerSdp(offer, { address: services.rtpAdvertisedHost, port: media.localPort });
+      // The offer's address must be one the carrier's media can be at (a MediaAddressError otherwise: 488).
+      media.setRemote(answered.remote);
     } catch (error) {
       media.close();
-      if (!cancelled) notAcceptable(request, error);
+      if (!cancelled) request.reject(notAcceptable(error));
       return;
     }
     // A CANCEL may already have come (answered, and the INVITE with 487): the call is still written,
@@ -159,7 +154,6 @@ export class Admission {
       }
       throw error;
     }
-    media.setRemote(answered.remote);
     // From the 200 on, nothing waits until the session hears the caller: a BYE may come right after the ACK.
     const leg = new CarrierLeg(callerLeg, response.session, media, {
       answered: { advertisedHost: services.rtpAdvertisedHost },

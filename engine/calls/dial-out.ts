@@ -11,7 +11,7 @@ import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { holdSignal } from './hold-signal.ts';
-import { cancelInvite, makeInvite } from './invite.ts';
+import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from './invite.ts';
 import { farEndHungUp } from './leg.ts';
 import { CarrierLeg } from './legs/carrier.ts';
 import type { CallServices } from './services.ts';
@@ -100,7 +100,13 @@ export async function dialThroughCarrier(
     request.unavailable(`${what}: cannot make a SIP URI`);
     return undefined;
   }
-  const media = await Media.open(services.ports, services.rtpHost).catch(() => undefined);
+  const signalling = services.carriers.signallingAddress(carrier);
+  if (signalling === undefined) {
+    request.unavailable(`${what}: carrier "${carrier.name}"'s host ${carrier.address} has no address`);
+    return undefined;
+  }
+  const peer = services.carriers.mediaPeer(carrier, signalling);
+  const media = await Media.open(services.ports, services.rtpHost, { peer }).catch(() => undefined);
   if (media === undefined) {
     request.unavailable(`${what}: no media port free`);
     return undefined;
@@ -153,8 +159,11 @@ export async function dialThroughCarrier(
           }
           try {
             media.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
-          } catch {
-            response.session.bye();
+          } catch (error) {
+            // An answer without usable media, or media aimed where the carrier could not receive: hung up.
+            const reason = refusedMedia(error);
+            request.unavailable(`${what}: the answer is refused: ${reason}`);
+            response.session.bye(undefined, { extraHeaders: [reasonHeader(reason)] });
             settle(undefined);
             return;
           }

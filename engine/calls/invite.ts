@@ -4,7 +4,7 @@
  */
 import type { OutgoingInviteRequest, OutgoingRequestMessage, URI, UserAgentCore } from 'sip.js/lib/core/index.js';
 import type { MediaEndpoint } from '../media/rtp.ts';
-import { offer as offerSdp } from '../media/sdp.ts';
+import { offer as offerSdp, SdpError } from '../media/sdp.ts';
 import type { Protocol } from '../sip/addressing.ts';
 import { engineUser } from '../sip/user-agent.ts';
 import type { CallServices } from './services.ts';
@@ -42,4 +42,29 @@ export function cancelInvite(invite: OutgoingInviteRequest | undefined): void {
   } catch {
     // Already final.
   }
+}
+
+/** Why a description is refused, as a peer may be told: an `SdpError`'s message, else that it cannot be read. */
+export function refusedMedia(error: unknown): string {
+  return error instanceof SdpError ? error.message : 'unreadable SDP';
+}
+
+/** `text` fit for a quoted-string of a header: quotes, backslashes and control characters become `'`. */
+function quoted(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this removes
+  return `"${text.replace(/["\\\u0000-\u001f\u007f]/g, "'").slice(0, 200)}"`;
+}
+
+/** A Reason header (RFC 3326) telling the far end why we hang up on its answer: a 488's cause and our text. */
+export function reasonHeader(reason: string): string {
+  return `Reason: SIP;cause=488;text=${quoted(reason)}`;
+}
+
+/** The answer refusing an offer we cannot use (RFC 3261 section 21.4.26), with the reason in a Warning. */
+export function notAcceptable(error: unknown): { statusCode: number; reasonPhrase: string; extraHeaders: string[] } {
+  return {
+    statusCode: 488,
+    reasonPhrase: 'Not Acceptable Here',
+    extraHeaders: [`Warning: 399 switchboard ${quoted(refusedMedia(error))}`],
+  };
 }

@@ -1,6 +1,6 @@
 /**
  * The call engine's Prometheus metrics: active calls, calls by end reason, SIP messages by direction and method or
- * status, input that was not SIP, SIP transactions in progress, RTP packets and losses, steps not built yet, prompts
+ * status, input that was not SIP, SIP transactions in progress, RTP packets, losses and foreign datagrams, steps not built yet, prompts
  * that could not be played, re-INVITEs of a hold or resume by result.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -16,6 +16,7 @@ export class CallMetrics {
   private openTransactions: () => number = () => 0;
   private readonly rtpPackets: Counter<'direction'>;
   private readonly rtpLost: Counter;
+  private readonly rtpForeign: Counter;
   readonly stepsUnavailable: Counter;
   readonly promptFailures: Counter;
   readonly holdReinvites: Counter<'result'>;
@@ -60,6 +61,11 @@ export class CallMetrics {
       help: 'RTP packets lost (sequence gaps), counted when a call ends',
       registers,
     });
+    this.rtpForeign = new Counter({
+      name: 'switchboard_rtp_foreign_datagrams_total',
+      help: "Datagrams at a call's RTP port from an address that is not the call's peer's (dropped), counted when it ends",
+      registers,
+    });
     this.stepsUnavailable = new Counter({
       name: 'switchboard_calls_step_unavailable_total',
       help: 'Plan steps not built yet (ring, queue, ai_answer, forward) that took their no-answer edge',
@@ -90,9 +96,10 @@ export class CallMetrics {
   }
 
   /** Adds an RTP endpoint's packet counts (once, as it closes). */
-  countRtp(stats: Pick<MediaStats, 'packetsIn' | 'packetsOut' | 'lost'>): void {
+  countRtp(stats: Pick<MediaStats, 'packetsIn' | 'packetsOut' | 'lost' | 'foreign'>): void {
     this.rtpPackets.inc({ direction: 'in' }, stats.packetsIn);
     this.rtpPackets.inc({ direction: 'out' }, stats.packetsOut);
     this.rtpLost.inc(stats.lost);
+    this.rtpForeign.inc(stats.foreign);
   }
 }

@@ -2,8 +2,10 @@
  * Ringing registered SIP devices in a `ring` round (docs/phones.md, "The ring step"): each targeted person's `sip`
  * device that is not on a call is rung at every live binding by an INVITE with the engine's RTP offer (G.711, as a
  * forward's dial-out; no digest: we call the phone). The INVITE goes to the binding's source (where its REGISTER
- * came from, on that transport), never to its Contact's host; the Request-URI is the binding's contact. A binding
- * past its expiry (on the engine's clock) is never rung.
+ * came from, on that transport), never to its Contact's host; the Request-URI is the binding's contact; its media
+ * likewise goes to that source's address, whatever the answer's c= line names (engine/media/media-peer.ts), and an
+ * answer whose address cannot be a phone's (multicast, link-local, unspecified) is hung up with a Reason header. A
+ * binding past its expiry (on the engine's clock) is never rung.
  *
  * The first 200 wins among the bindings: the others are CANCELled, and an answer after the winner's (or after
  * `stop`) is acknowledged and hung up at once. Whether it wins against a browser's accept is ringing.ts's call.
@@ -23,7 +25,7 @@ import { mutedUntilKey } from '../media/muted-until-key.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { engineUser } from '../sip/user-agent.ts';
-import { cancelInvite, makeInvite } from './invite.ts';
+import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from './invite.ts';
 import { farEndHungUp } from './leg.ts';
 import { SipDeviceLeg, unpinLater } from './legs/sip-device.ts';
 import type { RingOutcome } from './control.ts';
@@ -107,7 +109,9 @@ export async function ringSipDevices(
       log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP binding cannot be rung: no usable URI');
       continue;
     }
-    const media = await Media.open(services.ports, services.rtpHost).catch(() => undefined);
+    // The phone's media goes where its REGISTER came from, whatever its answer's c= says (media-peer.ts).
+    const peer = { kind: 'phone', name: 'the desk phone', signalling: binding.source.address } as const;
+    const media = await Media.open(services.ports, services.rtpHost, { peer }).catch(() => undefined);
     if (media === undefined) {
       log.warn({ callId: request.callId, deviceId: device.id }, 'a SIP device cannot be rung: no media port free');
       continue;
@@ -121,9 +125,9 @@ export async function ringSipDevices(
     );
     const unpin = services.sip.pinFlow(message.callId, binding.source);
     const lingerThenUnpin = () => unpinLater(unpin);
-    const lost = (session?: Session) => {
+    const lost = (session?: Session, reason?: string) => {
       try {
-        session?.bye();
+        session?.bye(undefined, reason === undefined ? undefined : { extraHeaders: [reasonHeader(reason)] });
       } catch {
         // The dialog is gone already.
       }
@@ -156,9 +160,10 @@ export async function ringSipDevices(
         }
         try {
           media.setRemote(remoteFromAnswer(parseSdp(response.message.body)));
-        } catch {
-          log.warn({ callId: request.callId, deviceId: device.id }, "a SIP device's answer has no usable SDP");
-          lost(response.session);
+        } catch (error) {
+          const reason = refusedMedia(error);
+          log.warn({ callId: request.callId, deviceId: device.id, reason }, "a SIP device's answer is refused");
+          lost(response.session, reason);
           oneDone();
           return;
         }

@@ -2,11 +2,12 @@
  * The RTP port range (`RTP_PORT_MIN`-`RTP_PORT_MAX`): UDP sockets bound on even ports (RFC 3550 section 11: RTP on
  * an even port, RTCP on the odd one above it, which the pool never hands out).
  *
- * Allocation goes round the range from where the last one stopped rather than from the bottom, so a port just
- * released is not reused at once (stray packets of the call that had it would land in the next one). A port that
- * another process holds (EADDRINUSE) is skipped. When every even port is taken the allocation fails with
- * `PortPoolExhaustedError`.
+ * Each allocation takes an even port at random from the free ones, so that a call's port cannot be guessed from the
+ * last one (docs/calls.md, Media addresses). The ports released most recently are taken only when no other is free:
+ * stray packets of the call that had one would otherwise land in the next. A port that another process holds
+ * (EADDRINUSE) is skipped. When every even port is taken the allocation fails with `PortPoolExhaustedError`.
  */
+import { randomInt } from 'node:crypto';
 import dgram from 'node:dgram';
 import { isIP } from 'node:net';
 
@@ -32,14 +33,26 @@ function bind(host: string, port: number): Promise<dgram.Socket> {
   });
 }
 
+/** Random picks tried before the pool looks at every port in turn. */
+const randomTries = 32;
+/** How many of the ports released last wait before being handed out again (at most half the range). */
+const restingPorts = 64;
+
 export class PortPool {
   readonly min: number;
   readonly max: number;
   private readonly taken = new Map<number, dgram.Socket | null>();
   private readonly byPort = new Map<dgram.Socket, number>();
-  private next: number;
+  /** The ports released last, oldest first. */
+  private readonly resting = new Set<number>();
+  private readonly restingMax: number;
 
-  constructor(min: number, max: number) {
+  /** `random(n)` is an integer in [0, n): crypto's by default; tests give their own sequence. */
+  constructor(
+    min: number,
+    max: number,
+    private readonly random: (n: number) => number = randomInt,
+  ) {
     if (!Number.isInteger(min) || !Number.isInteger(max) || min < 1 || max > 65535 || min > max) {
       throw new RangeError(`invalid RTP port range ${min}-${max}`);
     }
@@ -47,7 +60,7 @@ export class PortPool {
     if (first > max) throw new RangeError(`the RTP port range ${min}-${max} holds no even port`);
     this.min = first;
     this.max = max;
-    this.next = first;
+    this.restingMax = Math.min(restingPorts, Math.floor(this.size / 2));
   }
 
   /** How many even ports the range holds. */
@@ -60,21 +73,21 @@ export class PortPool {
     return this.taken.size;
   }
 
-  /** A UDP socket bound on `host` at a free even port of the range. */
+  /** A UDP socket bound on `host` at a free even port of the range, chosen at random. */
   async allocate(host: string): Promise<dgram.Socket> {
-    for (let tried = 0; tried < this.size; tried += 1) {
-      const port = this.next;
-      this.next = port + 2 > this.max ? this.min : port + 2;
-      if (this.taken.has(port)) continue;
+    const refused = new Set<number>();
+    for (let port = this.choose(refused); port !== undefined; port = this.choose(refused)) {
       this.taken.set(port, null); // reserved while binding, so a concurrent allocation skips it
       try {
         const socket = await bind(host, port);
         this.taken.set(port, socket);
         this.byPort.set(socket, port);
+        this.resting.delete(port);
         return socket;
       } catch (error) {
         this.taken.delete(port);
         if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+        refused.add(port);
       }
     }
     throw new PortPoolExhaustedError(this.min, this.max);
@@ -86,10 +99,36 @@ export class PortPool {
     if (port === undefined) return;
     this.byPort.delete(socket);
     this.taken.delete(port);
+    if (this.restingMax > 0) {
+      this.resting.add(port);
+      if (this.resting.size > this.restingMax) this.resting.delete(this.resting.values().next().value as number);
+    }
     try {
       socket.close();
     } catch {
       // Already closed by its owner.
     }
+  }
+
+  /**
+   * A free port: a random one of the range that is neither taken, resting nor `refused` (another process holds it);
+   * after `randomTries` misses the first such port from a random place on; then a resting one; undefined when none.
+   */
+  private choose(refused: ReadonlySet<number>): number | undefined {
+    const portAt = (index: number) => this.min + 2 * (index % this.size);
+    const usable = (port: number) => !this.taken.has(port) && !refused.has(port);
+    for (let tried = 0; tried < randomTries; tried += 1) {
+      const port = portAt(this.random(this.size));
+      if (usable(port) && !this.resting.has(port)) return port;
+    }
+    const start = this.random(this.size);
+    let resting: number | undefined;
+    for (let offset = 0; offset < this.size; offset += 1) {
+      const port = portAt(start + offset);
+      if (!usable(port)) continue;
+      if (!this.resting.has(port)) return port;
+      resting ??= port;
+    }
+    return resting;
   }
 }

@@ -2,11 +2,16 @@
  * An RTP endpoint for one call leg: a UDP socket from the `PortPool`, G.711 audio in and out, RFC 4733 DTMF in and
  * out, and prompt playback paced at 20 ms.
  *
+ * Whose media. The endpoint belongs to one peer (a carrier, a desk phone: `MediaPeer`, engine/media/media-peer.ts):
+ * each `setRemote` puts the SDP's address through the peer's rules (`mediaAddress`: a NAT's inside address becomes
+ * the signalling address, an address the peer could not receive at is refused with a `MediaAddressError` and
+ * changes nothing), and only datagrams from the peer's media or signalling address are ever taken (`sendsMedia`).
+ *
  * Receiving. Nothing is accepted before `setRemote`. Then, by default, the endpoint latches (symmetric RTP, as
- * behind NAT the packets seldom come from the address in the SDP): the first well-formed RTP packet from any source
- * fixes the source; later packets from anywhere else are ignored, and outgoing packets go to the latched source
- * rather than the SDP address. Each `setRemote` (a re-INVITE, hold, resume) forgets the latch. With
- * `{ latch: false }` only packets from exactly the SDP address and port are accepted and sending always goes there.
+ * behind NAT the packets seldom come from the port in the SDP): the first well-formed RTP packet from the peer fixes
+ * the source; later packets from anywhere else are ignored, and outgoing packets go to the latched source rather than
+ * the SDP address. Each `setRemote` (a re-INVITE, hold, resume) forgets the latch. With `{ latch: false }` only
+ * packets from exactly the SDP address and port are accepted and sending always goes there.
  * Audio comes out decoded, frame by frame as it arrives (no jitter buffer): the payload type of the remote's codec
  * and the static types 0 (PCMU) and 8 (PCMA) are decoded, telephone-event packets become one `onDtmf` call per event,
  * RTCP and other payload types (comfort noise, ...) are ignored. A datagram that is not well-formed RTP, or a
@@ -37,6 +42,7 @@ import {
   parseTelephoneEvent,
 } from './dtmf.ts';
 import { emit, errorReporter } from './listeners.ts';
+import { type MediaPeer, mediaAddress, sendsMedia } from './media-peer.ts';
 import { buildRtp, isRtcp, parseRtp } from './packet.ts';
 import { frameAt, frameCount, frameMs, frameSamples, pace, wait } from './player.ts';
 import type { PortPool } from './ports.ts';
@@ -62,6 +68,8 @@ export interface RemoteMedia {
 }
 
 export interface EndpointOptions {
+  /** Whose media this is: where it may go and come from. */
+  peer: MediaPeer;
   /** Symmetric RTP latching (see the top of this file); default true. */
   latch?: boolean;
   /** Errors that would otherwise be lost: a listener that threw, a socket error. Default: a process warning. */
@@ -76,8 +84,10 @@ export interface MediaStats {
   lost: number;
   /** Datagrams that were not well-formed RTP (or carried a broken telephone-event payload). */
   malformed: number;
-  /** Datagrams from a source other than the remote, before `setRemote`, RTCP, unknown payload types. */
+  /** Datagrams before `setRemote`, from another of the peer's sources than the latched one, RTCP, unknown types. */
   ignored: number;
+  /** Datagrams from an address that is not the peer's (someone spraying the port range): never read. */
+  foreign: number;
   /** Sends that the socket refused. */
   sendErrors: number;
 }
@@ -119,12 +129,13 @@ export class MediaEndpoint {
   private remote: RemoteMedia | null = null;
   private latched: Address | null = null;
   private readonly latchEnabled: boolean;
+  private readonly peer: MediaPeer;
   private readonly report: (error: unknown) => void;
   private readonly audioListeners = new Set<(frame: Int16Array) => void>();
   private readonly dtmfListeners = new Set<(digit: string) => void>();
   private readonly detector = new DtmfDetector();
   private readonly loss = new LossCounter();
-  private readonly counts = { packetsIn: 0, packetsOut: 0, malformed: 0, ignored: 0, sendErrors: 0 };
+  private readonly counts = { packetsIn: 0, packetsOut: 0, malformed: 0, ignored: 0, foreign: 0, sendErrors: 0 };
   private readonly ssrc: number;
   private sequence: number;
   /** The timestamp of the next packet of audio. */
@@ -145,6 +156,7 @@ export class MediaEndpoint {
   ) {
     this.localPort = socket.address().port;
     this.latchEnabled = options.latch ?? true;
+    this.peer = options.peer;
     this.report = errorReporter(options.onError);
     const random = randomBytes(10);
     this.ssrc = random.readUInt32BE(0);
@@ -155,7 +167,7 @@ export class MediaEndpoint {
   }
 
   /** An endpoint on a port of `pool`, bound on `host`. */
-  static async open(pool: PortPool, host: string, options: EndpointOptions = {}): Promise<MediaEndpoint> {
+  static async open(pool: PortPool, host: string, options: EndpointOptions): Promise<MediaEndpoint> {
     return new MediaEndpoint(pool, await pool.allocate(host), options);
   }
 
@@ -173,10 +185,15 @@ export class MediaEndpoint {
     return this.remote === null ? null : { address: this.remote.address, port: this.remote.port };
   }
 
-  /** Sets (or changes, on a re-INVITE) the remote media; forgets the latched source. Throws on invalid values. */
+  /**
+   * Sets (or changes, on a re-INVITE) the remote media, its address put through the peer's rules; forgets the latched
+   * source. Throws on invalid values (a `MediaAddressError` for an address the peer could not receive at), changing
+   * nothing.
+   */
   setRemote(remote: RemoteMedia): void {
     checkRemote(remote);
-    this.remote = { ...remote };
+    const address = mediaAddress(this.peer, remote.address, this.remote === null);
+    this.remote = { ...remote, address };
     this.latched = null;
     this.sendErrorReported = false;
   }
@@ -332,6 +349,10 @@ export class MediaEndpoint {
       const direction = remote?.direction ?? 'sendrecv';
       if (this.closed || remote === null || direction === 'sendonly' || direction === 'inactive') {
         this.counts.ignored += 1;
+        return;
+      }
+      if (!sendsMedia(this.peer, remote.address, source.address)) {
+        this.counts.foreign += 1;
         return;
       }
       if (!this.accepts(source, remote) || isRtcp(datagram)) {

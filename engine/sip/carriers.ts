@@ -2,12 +2,14 @@
  * The engine's view of the carriers (core/carriers/carriers.ts holds the table): an INVITE is taken only from an
  * address a carrier names (its address, a CIDR range, or a host name resolved when the list is loaded); any other
  * source gets 403. The list is cached per engine and reloaded every few seconds, so a carrier added by the admin
- * command is taken without a restart.
+ * command is taken without a restart. A carrier's call media stays in its networks (`mediaPeer`): those addresses
+ * and its configured media networks.
  */
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import { type Carrier, listCarriers } from '../../core/carriers/carriers.ts';
 import type { Queryable } from '../../core/database.ts';
+import type { CarrierPeer } from '../media/media-peer.ts';
 
 /** A lookup that misses reloads the list when it is older than this. */
 const missReloadMs = 1_000;
@@ -15,6 +17,8 @@ const missReloadMs = 1_000;
 interface Matcher {
   carrier: Carrier;
   matches(address: ipaddr.IPv4 | ipaddr.IPv6): boolean;
+  /** Its address as networks: the CIDR range, the IP address, or the host's addresses when the list was read. */
+  networks: string[];
 }
 
 function normalize(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
@@ -45,6 +49,30 @@ export class CarrierDirectory {
     await this.loading;
     await this.load();
     return find();
+  }
+
+  /**
+   * The peer of a call leg with `carrier` whose SIP comes from (or goes to) `signalling`: its media may be at its
+   * addresses and in its media networks.
+   */
+  mediaPeer(carrier: Carrier, signalling: string): CarrierPeer {
+    const known = this.matchers.find((matcher) => matcher.carrier.name === carrier.name);
+    return {
+      kind: 'carrier',
+      name: `carrier ${carrier.name}`,
+      signalling,
+      networks: [...(known?.networks ?? [carrier.address]), ...carrier.media_networks],
+    };
+  }
+
+  /**
+   * Where a dial-out through `carrier` signals to: its address, or the first of its host's addresses (undefined when
+   * the host resolved to none, or for a CIDR range, which cannot be dialled).
+   */
+  signallingAddress(carrier: Carrier): string | undefined {
+    if (carrier.address.includes('/')) return undefined;
+    if (ipaddr.isValid(carrier.address)) return carrier.address;
+    return this.matchers.find((matcher) => matcher.carrier.name === carrier.name)?.networks[0];
   }
 
   async carrierFor(address: string): Promise<Carrier | undefined> {
@@ -81,6 +109,7 @@ export class CarrierDirectory {
         matchers.push({
           carrier,
           matches: (address) => address.kind() === range.kind() && address.match([range, bits] as never),
+          networks: [carrier.address],
         });
         continue;
       }
@@ -96,6 +125,7 @@ export class CarrierDirectory {
       matchers.push({
         carrier,
         matches: (address) => addresses.some((candidate) => candidate.toString() === address.toString()),
+        networks: addresses.map((address) => address.toString()),
       });
     }
     this.matchers = matchers;

@@ -43,6 +43,8 @@ test('switchboard carriers add checks its input and keeps the password sealed', 
     'acme',
     '--password',
     'hunter2',
+    '--media-networks',
+    '198.51.100.0/24, 192.0.2.7',
   ]);
   t.is(added.code, 0, added.stderr);
   t.deepEqual(JSON.parse(added.stdout), {
@@ -51,6 +53,7 @@ test('switchboard carriers add checks its input and keeps the password sealed', 
     port: 5060,
     transport: 'tcp',
     username: 'acme',
+    mediaNetworks: ['198.51.100.0/24', '192.0.2.7'],
     hasPassword: true,
   });
   const stored = await service.pool.query<{ password: string }>("SELECT password FROM carriers WHERE name = 'trunk-a'");
@@ -62,6 +65,9 @@ test('switchboard carriers add checks its input and keeps the password sealed', 
     ['carriers', 'add', 'x', '--address', '10.0.0.1', '--username', 'only'],
     ['carriers', 'add', 'bad name!', '--address', '10.0.0.1'],
     ['carriers', 'add', 'x'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--media-networks', '10.0.0.0/33'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--media-networks', 'media.example.com'],
+    ['carriers', 'add', 'x', '--address', '10.0.0.1', '--media-networks', Array(33).fill('10.0.0.1').join(',')],
   ]) {
     const refused = await cli(bad);
     t.is(refused.code, 2, `${bad.join(' ')}: ${refused.stderr}`);
@@ -120,6 +126,24 @@ test('an INVITE from an address no carrier names is refused with 403', async (t)
     dialed: e164.slice(1),
     localIp: '127.0.0.2',
     replacements: { STATUS: '403' },
+  });
+  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  const calls = await service.pool.query('SELECT 1 FROM calls WHERE to_number = $1', [e164]);
+  t.is(calls.rowCount, 0, 'no call was recorded');
+});
+
+test("an INVITE whose SDP names an address outside the carrier's networks is refused 488, saying why", async (t) => {
+  const { e164 } = await numberRunning(t, { entry: 'bye', steps: { bye: hangup } });
+  // sipp (the carrier "sipp", 127.0.0.1) offers media at a public address that is none of the carrier's.
+  const checks =
+    '<action><ereg regexp="399 switchboard &quot;the media address 9[.]9[.]9[.]9 is outside carrier sipp' +
+    '.s networks" search_in="hdr" header="Warning:" check_it="true" assign_to="warning"/>' +
+    '<log message="[$warning]"/></action>';
+  const run = await runSipp({
+    scenario: 'refused',
+    sipPort,
+    dialed: e164.slice(1),
+    replacements: { STATUS: '488', OFFER_ADDRESS: 'IP4 9.9.9.9', REFUSAL_CHECKS: checks },
   });
   t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
   const calls = await service.pool.query('SELECT 1 FROM calls WHERE to_number = $1', [e164]);

@@ -24,6 +24,7 @@ import { WavRecorder } from '../../engine/media/recorder.ts';
 import { resample, resampleInSlices } from '../../engine/media/resample.ts';
 import {
   type Codec,
+  type EndpointOptions,
   MediaEndpoint,
   PortPool,
   PortPoolExhaustedError,
@@ -31,6 +32,8 @@ import {
 } from '../../engine/media/rtp.ts';
 import { answer, type MediaOffer, offer, parseSdp, remoteFromAnswer, SdpError } from '../../engine/media/sdp.ts';
 import { decodeWav, WavError } from '../../engine/media/wav.ts';
+import { MediaAddressError } from '../../engine/media/media-peer.ts';
+import { loopbackCarrier } from '../helpers/media-peer.ts';
 
 const host = '127.0.0.1';
 /** An even base in 22000-31998, away from the default RTP range and (mostly) from the kernel's ephemeral ports. */
@@ -57,8 +60,8 @@ async function until(what: string, check: () => boolean, ms = 5000): Promise<voi
 
 /** Every datagram an endpoint receives counts once in its stats. */
 function datagramsIn(endpoint: MediaEndpoint): number {
-  const { packetsIn, ignored, malformed } = endpoint.stats;
-  return packetsIn + ignored + malformed;
+  const { packetsIn, ignored, malformed, foreign } = endpoint.stats;
+  return packetsIn + ignored + malformed + foreign;
 }
 
 /** Resolves once `to` has handled `count` datagrams in all (so nothing sent before is still in flight). */
@@ -121,8 +124,8 @@ function remote(port: number, codec: Codec = 'PCMU', extra: Partial<RemoteMedia>
   return { address: host, port, codec, payloadType: codec === 'PCMU' ? 0 : 8, telephoneEventPt: 101, ...extra };
 }
 
-async function endpoint(t: ExecutionContext, options: Parameters<typeof MediaEndpoint.open>[2] = {}) {
-  const opened = await MediaEndpoint.open(pool, host, options);
+async function endpoint(t: ExecutionContext, options: Partial<EndpointOptions> = {}) {
+  const opened = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier, ...options });
   t.teardown(() => opened.close());
   return opened;
 }
@@ -137,11 +140,11 @@ async function pair(t: ExecutionContext, codecA: Codec = 'PCMU', codecB: Codec =
 }
 
 /** A bare UDP socket on loopback that keeps what it receives. */
-async function rawSocket(t: ExecutionContext) {
+async function rawSocket(t: ExecutionContext, address = host) {
   const socket = dgram.createSocket('udp4');
   const received: Buffer[] = [];
   socket.on('message', (datagram) => received.push(datagram));
-  await new Promise<void>((resolve) => socket.bind(0, host, resolve));
+  await new Promise<void>((resolve) => socket.bind(0, address, resolve));
   t.teardown(() => socket.close());
   const port = socket.address().port;
   const send = (datagram: Uint8Array, to: number) =>
@@ -171,7 +174,10 @@ test('the port pool hands out distinct even ports of its range, refuses when ful
   await t.throwsAsync(small.allocate(host), { instanceOf: PortPoolExhaustedError, message: /no free RTP port/ });
   t.is(small.inUse, 3);
 
-  const [released] = sockets.splice(1, 1);
+  const [released] = sockets.splice(
+    sockets.findIndex((socket) => socket.address().port === start + 2),
+    1,
+  );
   small.release(released as dgram.Socket);
   small.release(released as dgram.Socket); // twice is harmless
   t.is(small.inUse, 2);
@@ -183,6 +189,36 @@ test('the port pool hands out distinct even ports of its range, refuses when ful
   t.throws(() => new PortPool(20001, 20001), { instanceOf: RangeError });
   t.throws(() => new PortPool(3000, 2000), { instanceOf: RangeError });
   t.throws(() => new PortPool(0, 70000), { instanceOf: RangeError });
+});
+
+test('the port pool takes ports at random, and the ports released last only when no other is free', async (t) => {
+  const start = 36000 + 2 * Math.floor(Math.random() * 1000);
+  // The pool's random numbers, given: it takes the even port at each index drawn.
+  const draws = [7, 2, 9, 2, 2, 2];
+  const drawn = new PortPool(start, start + 18, (n) => (draws.shift() ?? 0) % n);
+  const first = await drawn.allocate(host);
+  const second = await drawn.allocate(host);
+  t.teardown(() => [first, second].forEach((socket) => drawn.release(socket)));
+  t.deepEqual([first.address().port, second.address().port], [start + 14, start + 4]);
+  drawn.release(second);
+  // Index 2 again (three times, then random picks run out into 0, 0, ...): the port just released rests.
+  const third = await drawn.allocate(host);
+  t.teardown(() => drawn.release(third));
+  t.not(third.address().port, start + 4);
+
+  // With crypto's numbers, 20 ports of 500 are neither in order nor next to each other.
+  const wide = new PortPool(start + 100, start + 1098);
+  const sockets: dgram.Socket[] = [];
+  t.teardown(() => sockets.forEach((socket) => wide.release(socket)));
+  for (let index = 0; index < 20; index += 1) sockets.push(await wide.allocate(host));
+  const ports = sockets.map((socket) => socket.address().port);
+  t.is(new Set(ports).size, 20);
+  t.true(ports.every((port) => port % 2 === 0 && port >= start + 100 && port <= start + 1098));
+  const steps = ports.slice(1).map((port, index) => port - (ports[index] as number));
+  t.false(
+    steps.every((step) => step === 2),
+    `ports handed out in order: ${ports.join(', ')}`,
+  );
 });
 
 test('the port pool skips a port another socket holds', async (t) => {
@@ -512,6 +548,56 @@ test('symmetric RTP: the endpoint latches to the first source and ignores others
   await handled(strict, 2);
   t.is(heard, 1);
   t.like(strict.stats, { ignored: 1, packetsIn: 1 });
+});
+
+test("datagrams from an address that is not the peer's are never heard nor latched onto, and get nothing", async (t) => {
+  const b = await endpoint(t);
+  // Another host (127.0.0.2 is loopback too, but not the peer's address) sprays well-formed RTP at the port first.
+  const stranger = await rawSocket(t, '127.0.0.2');
+  const carrier = await rawSocket(t);
+  b.setRemote(remote(carrier.port));
+  const frames: Int16Array[] = [];
+  b.onAudio((frame) => frames.push(frame));
+  const packet = (sequence: number) =>
+    buildRtp(
+      { marker: false, payloadType: 0, sequence, timestamp: sequence * 160, ssrc: 3 },
+      encode('PCMU', sine(800, 160)),
+    );
+  for (let sequence = 1; sequence <= 20; sequence += 1) await stranger.send(packet(sequence), b.localPort);
+  await handled(b, 20);
+  t.like(b.stats, { foreign: 20, packetsIn: 0 });
+  t.is(frames.length, 0);
+  t.deepEqual(b.target, { address: host, port: carrier.port }, 'still the SDP address');
+  // The carrier's own packet, from another port than its SDP's (symmetric RTP), is heard and latched.
+  const nat = await rawSocket(t);
+  await nat.send(packet(21), b.localPort);
+  await until('the carrier is heard', () => frames.length === 1);
+  t.deepEqual(b.target, { address: host, port: nat.port });
+  b.send(sine(800, 160));
+  await until('the answer reaches the carrier', () => nat.received.length === 1);
+  await stranger.send(packet(22), b.localPort);
+  await handled(b, 22);
+  t.is(b.stats.foreign, 21);
+  t.is(stranger.received.length, 0, 'nothing was ever sent to the stranger');
+});
+
+test('an SDP address the peer could not receive at is refused and changes nothing', async (t) => {
+  const b = await endpoint(t);
+  const carrier = await rawSocket(t);
+  t.throws(() => b.setRemote({ ...remote(carrier.port), address: '0.0.0.0' }), {
+    instanceOf: MediaAddressError,
+    message: /unspecified/,
+  });
+  t.is(b.target, null);
+  b.setRemote(remote(carrier.port));
+  for (const address of ['224.1.1.1', '169.254.3.3', '9.9.9.9']) {
+    t.throws(() => b.setRemote({ ...remote(4000), address }), { instanceOf: MediaAddressError }, address);
+  }
+  t.deepEqual(b.target, { address: host, port: carrier.port }, 'the media stays where it was');
+  // Later in the dialog the unspecified address is a hold: kept, and nothing is sent.
+  b.setRemote({ ...remote(carrier.port), address: '0.0.0.0' });
+  b.send(sine(800, 160));
+  t.is(b.stats.packetsOut, 0);
 });
 
 test('loss is counted from sequence gaps, across a wrap', async (t) => {

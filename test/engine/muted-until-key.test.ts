@@ -9,6 +9,7 @@ import test, { type ExecutionContext } from 'ava';
 import { bridge } from '../../engine/media/bridge.ts';
 import { mutedUntilKey } from '../../engine/media/muted-until-key.ts';
 import { MediaEndpoint, PortPool, type RemoteMedia } from '../../engine/media/rtp.ts';
+import { loopbackCarrier } from '../helpers/media-peer.ts';
 
 const host = '127.0.0.1';
 /** An even base in 32000-39998, away from the default RTP range and from media.test.ts's. */
@@ -54,8 +55,8 @@ const remote = (port: number): RemoteMedia => ({
 
 /** Two endpoints pointed at each other. */
 async function pair(t: ExecutionContext) {
-  const a = await MediaEndpoint.open(pool, host);
-  const b = await MediaEndpoint.open(pool, host);
+  const a = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
+  const b = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
   t.teardown(() => {
     a.close();
     b.close();

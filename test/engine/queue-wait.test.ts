@@ -19,6 +19,7 @@ import { MediaEndpoint } from '../../engine/media/rtp.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 import { until } from '../helpers/until.ts';
+import { loopbackCarrier } from '../helpers/media-peer.ts';
 
 let service: TestService;
 
@@ -67,7 +68,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   const gone = new AbortController();
   const hooks: (() => Promise<void>)[] = [];
   const base = 22000 + 2 * Math.floor(Math.random() * 4500);
-  const media = await MediaEndpoint.open(new PortPool(base, base + 9), '127.0.0.1');
+  const media = await MediaEndpoint.open(new PortPool(base, base + 9), '127.0.0.1', { peer: loopbackCarrier });
   t.teardown(() => media.close());
   const row = await liveCall(service.pool, setup, { engineOwner: 'engine-test' });
   const call: QueueCall = {

@@ -219,3 +219,78 @@ test.serial('a binding whose expiry passed is not rung: the plan takes next', as
   t.deepEqual(ended.steps, ['r', 'bye']);
   t.deepEqual(heard, []);
 });
+
+test.serial(
+  'a desk phone whose answer names another host gets its media where it registered from; that host gets nothing',
+  async (t) => {
+    const localPort = await freeUdpPort();
+    const { line, username } = await deskLine(t, localPort, 120);
+    const mediaPort = await freeUdpPort();
+    // The host the answer names: loopback too, but not where the phone's REGISTER and INVITE came from.
+    const elsewhere = dgram.createSocket('udp4');
+    t.teardown(() => elsewhere.close());
+    let strayed = 0;
+    elsewhere.on('message', () => (strayed += 1));
+    await new Promise<void>((resolve) => elsewhere.bind(mediaPort, '127.0.0.2', resolve));
+    const phone = startSippServer({
+      scenario: 'device-answers',
+      port: localPort,
+      mediaPort,
+      timeoutSeconds: 40,
+      replacements: { USERNAME: username, HOLD_MS: '1500', ANSWER_ADDRESS: 'IP4 127.0.0.2' },
+    });
+    t.teardown(() => phone.stop());
+    const caller = await runSipp({
+      scenario: 'answered',
+      sipPort,
+      dialed: line.e164.slice(1),
+      replacements: { MEDIA: playPcap(audioPcap) },
+      timeoutSeconds: 40,
+    });
+    t.is(caller.code, 0, sippFailed(caller));
+    t.is((await phone.finished).code, 0);
+    const callId = await callOf(line.e164);
+    t.is((await endedCall(callId)).end_reason, 'completed');
+    const leg = await service.pool.query<{ packets_in: string; packets_out: string }>(
+      "SELECT packets_in, packets_out FROM call_legs WHERE call_id = $1 AND role = 'device'",
+      [callId],
+    );
+    // The phone (sipp, echoing at its own address) heard the caller and answered: both ways through the engine.
+    t.true(Number(leg.rows[0]?.packets_out) > 0, 'the engine sent the phone audio');
+    t.true(Number(leg.rows[0]?.packets_in) > 0, 'the phone echoed it back from where it registered');
+    t.is(strayed, 0, 'the host named in the answer got nothing');
+  },
+);
+
+test.serial(
+  'a desk phone whose answer names a multicast address is hung up saying why; the plan goes on',
+  async (t) => {
+    const localPort = await freeUdpPort();
+    const { line, username } = await deskLine(t, localPort, 120);
+    const phone = startSippServer({
+      scenario: 'device-answers-refused',
+      port: localPort,
+      mediaPort: await freeUdpPort(),
+      timeoutSeconds: 40,
+      replacements: { USERNAME: username, ANSWER_ADDRESS: 'IP4 239.1.2.3' },
+    });
+    t.teardown(() => phone.stop());
+    const caller = await runSipp({ scenario: 'answered', sipPort, dialed: line.e164.slice(1), timeoutSeconds: 40 });
+    t.is(caller.code, 0, sippFailed(caller));
+    // The phone's scenario checks the BYE's Reason: cause 488, "the media address 239.1.2.3 is multicast ...".
+    const refused = await phone.finished;
+    t.is(refused.code, 0, sippFailed(refused));
+    const callId = await callOf(line.e164);
+    const ended = await endedCall(callId);
+    t.is(ended.end_reason, 'plan_hangup');
+    t.deepEqual(ended.steps, ['r', 'bye']);
+    const events = await eventsOf(callId);
+    t.false(
+      events.some((event) => event.type === 'call.connected'),
+      'the refused phone never connected',
+    );
+    t.true(
+      service.logs.some((line) => line.includes("a SIP device's answer is refused") && line.includes('multicast')),
+    );
+  },
+);

@@ -75,15 +75,17 @@ export async function addFarCarrier(
 }
 
 /**
- * A sipp far end that answers, echoes and hangs up `holdMs` after answering, on a port of its own, as the carrier
- * `addFarCarrier` adds: the carrier's name and the sipp run (`finished` once it hung up); stopped with the test.
+ * A sipp far end that answers, echoes and hangs up `holdMs` after answering (`calls` calls, one by default), on a
+ * port of its own, as the carrier `addFarCarrier` adds: the carrier's name and the sipp run (`finished` once it hung
+ * up); stopped with the test.
  */
-export async function farEndCarrier(t: ExecutionContext, service: TestService, holdMs: number) {
+export async function farEndCarrier(t: ExecutionContext, service: TestService, holdMs: number, calls = 1) {
   const port = await freeUdpPort();
   const far = startSippServer({
     scenario: 'uas-answers-hangs-up',
     port,
     mediaPort: await freeUdpPort(),
+    calls,
     replacements: { HOLD_MS: String(holdMs) },
     timeoutSeconds: 150,
   });

@@ -23,7 +23,9 @@ export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
 /**
  * Writes test/sipp/<name>.xml into `dir` with its placeholders filled: `replacements`, then the defaults (MEDIA,
  * ON_ANSWER, BEFORE_ACK and INVITE_CHECKS empty, HOLD_MS 1000, STATUS 404, AUDIO_PORT sipp's own media port: the
- * caller's SDP may name another, a socket of the test's, test/helpers/rtp-phone.ts). Returns the file's path.
+ * caller's SDP may name another, a socket of the test's, test/helpers/rtp-phone.ts; OFFER_ADDRESS and ANSWER_ADDRESS
+ * the `c=` address a caller's offer and a UAS's answer name: sipp's own; REFUSAL_CHECKS actions on a refusal, none).
+ * Returns the file's path.
  */
 export async function writeScenario(
   name: string,
@@ -39,6 +41,9 @@ export async function writeScenario(
     HOLD_MS: '1000',
     STATUS: '404',
     AUDIO_PORT: '[media_port]',
+    ANSWER_ADDRESS: 'IP[media_ip_type] [media_ip]',
+    OFFER_ADDRESS: 'IP[media_ip_type] [media_ip]',
+    REFUSAL_CHECKS: '',
     ...replacements,
   }).reduce((text, [placeholder, value]) => text.replaceAll(placeholder, value), template);
   const file = path.join(dir, `${name}-${randomUUID()}.xml`);
@@ -151,6 +156,7 @@ export function startSippServer(options: {
     | 'uas-answers-hangs-up'
     | 'uas-hears'
     | 'device-answers'
+    | 'device-answers-refused'
     | 'device-held'
     | 'device-held-hangs-up';
   port: number;

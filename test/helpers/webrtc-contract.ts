@@ -28,6 +28,7 @@ import {
   tonePower,
   zeroCrossingFrequency,
 } from './webrtc-browser.ts';
+import { loopbackCarrier } from './media-peer.ts';
 
 export type NewEndpoint = (options?: WebRtcEndpointOptions) => WebRtcMedia;
 type BadAnswer = [what: string, answer: (good: string) => unknown, problem: WebRtcAnswerProblem];
@@ -97,8 +98,8 @@ export function webrtcContract(test: TestFn, newEndpoint: NewEndpoint, badAnswer
     'bridged to a G.711 RTP endpoint: a tone from the carrier side reaches the browser, and back',
     async (t) => {
       const { endpoint, browser } = await connectedPair(t, newEndpoint);
-      const leg = await MediaEndpoint.open(pool, host);
-      const carrier = await MediaEndpoint.open(pool, host);
+      const leg = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
+      const carrier = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
       t.teardown(() => {
         leg.close();
         carrier.close();

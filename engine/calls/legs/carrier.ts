@@ -10,7 +10,8 @@
  * - A re-INVITE from the far end (its hold, resume, a new address), on any leg, is answered with the same media (our
  *   address, port, the first G.711 codec of the new offer) in the direction it offered mirrored (sendonly gets
  *   recvonly), narrowed by our own hold (we hold it `sendonly` and it offers sendrecv: sendonly); the RTP endpoint
- *   follows the new offer. A re-INVITE we cannot use (no SDP, no common codec) gets 488 and changes nothing.
+ *   follows the new offer. A re-INVITE we cannot use (no SDP, no common codec, a media address the far end could
+ *   not receive at: engine/media/media-peer.ts) gets 488 with the reason in a Warning, and changes nothing.
  * - Our hold (`hold`, asked by the caller's connection): a re-INVITE with our last description again in the asked
  *   direction (`reoffer`: the same address, port and codecs; the o= version one greater, RFC 3264 section 8). One at
  *   a time: a hold asked while one is on its way is sent after it, and only the last direction asked for is (none
@@ -24,6 +25,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingResponse, ReInviteUserAgentServer, Session, SessionDialog } from 'sip.js/lib/core/index.js';
 import type { MediaEndpoint, RemoteMedia } from '../../media/rtp.ts';
 import { answer as answerSdp, nextVersion, parseSdp, remoteFromAnswer, reoffer } from '../../media/sdp.ts';
+import { notAcceptable } from '../invite.ts';
 import { HoldFailure, type HoldDirection, type Leg } from '../leg.ts';
 
 /** How long a BYE waits for the caller's ACK: the 200's server transaction gives up after 64 × T1 (32 s). */
@@ -138,8 +140,8 @@ export class CarrierLeg implements Leg {
       reinvite.accept({ statusCode: 200, body: sdpBody(sdp) });
       this.ours = sdp;
       this.remote = again.remote;
-    } catch {
-      reinvite.reject({ statusCode: 488 });
+    } catch (error) {
+      reinvite.reject(notAcceptable(error));
     }
   }
 
