@@ -52,6 +52,7 @@ const realTime = [
   'test/engine/calls.test.ts',
   'test/engine/call-plans.test.ts',
   'test/engine/media.test.ts',
+  'test/engine/media-spray.test.ts',
   'test/engine/sip-transport.test.ts',
   'test/client/phone.test.ts',
   'test/client/phone-calls.test.ts',
