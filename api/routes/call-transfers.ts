@@ -12,10 +12,9 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { TransferTarget as Target } from '../../core/calls/transfers.ts';
 import { TransferTarget } from '../../core/calls/transfers.ts';
+import { dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { ApiError } from '../../core/errors.ts';
 import { unknownMembers } from '../../core/identity/members.ts';
-import { destinationPolicyOf } from '../../core/identity/workspaces.ts';
-import { checkDestination } from '../../core/routing/destinations.ts';
 import { queueById } from '../../core/routing/queues.ts';
 import { actorOf } from '../auth.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
@@ -65,19 +64,9 @@ async function checkTarget(context: HandlerContext, target: Target): Promise<voi
     const unknown = await unknownMembers(context.db, workspace.id, [target.memberId.toLowerCase()]);
     if (unknown.length > 0) throw new ApiError('target_not_found', 'the workspace has no such member');
   } else if ('e164' in target) {
-    // The workspace's destination policy and the emergency rule apply as to a plan's numbers (a token may ask this).
-    const policy = (await destinationPolicyOf(context.db, workspace.id)) ?? {
-      allowedPrefixes: [],
-      blockedPrefixes: [],
-    };
-    const checked = checkDestination(target.e164, policy);
-    if (checked === 'invalid_number') throw new ApiError('invalid_destination', 'target.e164 is not a dialable number');
-    if (checked === 'emergency_number') {
-      throw new ApiError('emergency_unavailable', 'emergency numbers cannot be a transfer target');
-    }
-    if (checked === 'destination_blocked') {
-      throw new ApiError('destination_blocked', "target.e164 is outside the workspace's destination policy");
-    }
+    // The dial-out policy every call the service places goes through (the engine asks it again as it dials).
+    const refusal = await dialOutRefusal(context.db, { workspaceId: workspace.id, kind: 'transfer', to: target.e164 });
+    if (refusal !== undefined) throw new ApiError(refusal.code, `target.e164: ${refusal.message}`);
   } else if ('queueId' in target) {
     // queueById answers a queue the workspace lacks with 404 not_found; any other failure is not a missing target.
     await queueById(context.db, workspace.id, target.queueId).catch((error: unknown) => {

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { isValidPhoneNumber, parsePhoneNumberWithError } from 'libphonenumber-js';
 import { Type } from 'typebox';
+import { dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { createOutboundMessage } from '../../core/messages/messages.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
@@ -81,8 +82,13 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
         if (sender === undefined || !sender.canText) {
           throw new ApiError('sender_unavailable', 'the workspace has no number that can text');
         }
-      } else if (!(await hasVoiceCaller(db, workspace.id))) {
-        throw new ApiError('sender_unavailable', 'the workspace has no voice number to call from');
+      } else {
+        // A code spoken by a call is a call the service places: the dial-out policy decides (the engine asks again).
+        const refusal = await dialOutRefusal(db, { workspaceId: workspace.id, kind: 'verification', to });
+        if (refusal !== undefined) throw new ApiError(refusal.code, refusal.message);
+        if (!(await hasVoiceCaller(db, workspace.id))) {
+          throw new ApiError('sender_unavailable', 'the workspace has no voice number to call from');
+        }
       }
       const code = newCode();
       const row = await createVerification(db, { workspace, to, channel, code, keys: services.keys });

@@ -227,13 +227,14 @@ async function releaseAgents(db: pg.PoolClient, entry: EntryRow, missed: boolean
 }
 
 /**
- * The entry leaves the queue unanswered: `abandoned` (the caller hung up) or `overflowed` (`maxWaitSecs`), with
- * `queue.left`; agents still offered it are `available` again. Nothing when it had left already.
+ * The entry leaves the queue unanswered: `abandoned` (the caller hung up), `overflowed` (`maxWaitSecs`) or
+ * `callback_refused` (the dial-out policy refused its callback's number), with `queue.left`; agents still offered it
+ * are `available` again. Nothing when it had left already.
  */
 export async function leaveQueue(
   pool: pg.Pool,
   entryId: string,
-  state: 'abandoned' | 'overflowed',
+  state: 'abandoned' | 'overflowed' | 'callback_refused',
   limit: number,
 ): Promise<void> {
   await inTransaction(pool, async (db) => {

@@ -195,6 +195,7 @@ export async function firstTextingNumberId(db: Queryable, workspaceId: string): 
 /** A voice verification an engine took: where to call, from which number and carrier, and the sealed code. */
 export interface TakenCall {
   id: string;
+  workspaceId: string;
   to: string;
   sealedCode: string;
   /** The workspace's number to call from; undefined when it has none left. */
@@ -224,7 +225,13 @@ export async function takeVerificationCall(db: Queryable, owner: string): Promis
     `SELECT n.e164, n.carrier FROM (SELECT $1::uuid AS workspace_id) v, LATERAL (${callerNumber}) n`,
     [row.workspace_id],
   );
-  return { id: row.id, to: row.to_number, sealedCode: row.sealed_code, caller: caller.rows[0] };
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    to: row.to_number,
+    sealedCode: row.sealed_code,
+    caller: caller.rows[0],
+  };
 }
 
 /** How a taken call went. */

@@ -207,6 +207,7 @@ export class Call implements CallControl {
   private dial(to: string, role: DialRole, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined> {
     return dialOut(this.services, {
       callId: this.row.id,
+      workspaceId: this.row.workspace_id,
       from: this.row.to_number,
       carrierName: this.carrierName,
       to,

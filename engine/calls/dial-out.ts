@@ -6,6 +6,7 @@
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
 import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
+import { type DialKind, dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { openSecret } from '../../core/sealing.ts';
 import { MediaEndpoint as Media } from '../media/rtp.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
@@ -22,6 +23,8 @@ export type DialRole = 'forward' | 'cell' | 'callback' | 'transfer';
 export interface DialOut {
   /** The call dialling out (its record). */
   callId: string;
+  /** Its workspace, whose destination policy the number must pass (core/calls/dial-policy.ts). */
+  workspaceId: string;
   /** Who the far end sees calling: the number the caller dialed. */
   from: string;
   /** The carrier to leave through: the called number's. */
@@ -54,13 +57,17 @@ export interface Dialled {
 export function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
   const { pool } = services;
   const forward = request.role === 'forward';
-  return dialThroughCarrier(services, request, {
-    what: `${request.role} to ${request.to}`,
-    dialling: forward ? () => changeState(pool, request.callId, 'offering') : undefined,
-    notDialled: forward ? () => changeState(pool, request.callId, 'routing') : undefined,
-    leg: (sipCallId, remote) => addLeg(pool, request.callId, { role: request.role, remote, sipCallId }),
-    legState: (legId, state) => setLegState(pool, legId, state),
-  });
+  return dialThroughCarrier(
+    services,
+    { ...request, kind: request.role },
+    {
+      what: `${request.role} to ${request.to}`,
+      dialling: forward ? () => changeState(pool, request.callId, 'offering') : undefined,
+      notDialled: forward ? () => changeState(pool, request.callId, 'routing') : undefined,
+      leg: (sipCallId, remote) => addLeg(pool, request.callId, { role: request.role, remote, sipCallId }),
+      legState: (legId, state) => setLegState(pool, legId, state),
+    },
+  );
 }
 
 /** A dial-out as its owner records it: a call's leg (`dialOut`), or a verification's call (engine/verifications/). */
@@ -78,16 +85,27 @@ export interface DialRecord {
 
 /**
  * Dials `to` through the carrier, with its digest account when it has one, and resolves once answered, the leg
- * recorded as `record` records it. Not answered within `timeoutMs`, refused, `signal` aborted meanwhile, or
- * impossible (no carrier, a carrier named only by a CIDR range): undefined.
+ * recorded as `record` records it. Not answered within `timeoutMs`, refused (by the far end, or by the workspace's
+ * destination policy before anything is sent), `signal` aborted meanwhile, or impossible (no carrier, a carrier
+ * named only by a CIDR range): undefined, the reason given to `unavailable` unless the far end refused.
  */
 export async function dialThroughCarrier(
   services: CallServices,
-  request: Pick<DialOut, 'from' | 'carrierName' | 'to' | 'timeoutMs' | 'signal' | 'unavailable'>,
+  request: Pick<DialOut, 'from' | 'carrierName' | 'to' | 'timeoutMs' | 'signal' | 'unavailable'> & {
+    /** The workspace whose destination policy decides (core/calls/dial-policy.ts), and what kind of call this is. */
+    workspaceId: string;
+    kind: DialKind;
+  },
   record: DialRecord,
 ): Promise<Dialled | undefined> {
   const { signal, to } = request;
   const { what } = record;
+  // Nothing is dialled past the workspace's policy, whatever asked for it (a caller's From, an older plan).
+  const refusal = await dialOutRefusal(services.pool, { workspaceId: request.workspaceId, kind: request.kind, to });
+  if (refusal !== undefined) {
+    request.unavailable(`${what}: refused (${refusal.code}): ${refusal.message}`);
+    return undefined;
+  }
   const carrier = await services.carriers.byName(request.carrierName);
   if (carrier === undefined || carrier.address.includes('/')) {
     request.unavailable(`${what}: carrier "${request.carrierName}" has no address to dial out to`);

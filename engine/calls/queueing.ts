@@ -22,7 +22,8 @@
  *   agent is released (no missed offer) and the entry goes back in line; after `callbackAttempts` such tries it
  *   leaves `abandoned` and the call ends (`callback_unanswered`). `maxWaitMs` still counts from the call's entering:
  *   once it passes (after any offer ringing then), the entry leaves `abandoned` and the call ends
- *   (`callback_expired`).
+ *   (`callback_expired`). Offered only to a number the dial-out policy passes (core/calls/dial-policy.ts); refused
+ *   by the time an agent is free, the entry leaves and the call ends `callback_refused` before any ring.
  *
  * A queue with `announce_position` or `announce_expected_wait`: `firstAnnouncementMs` after entering, then every
  * `announce_interval_secs`, the caller hears their position and/or expected wait (queue-announcements.ts), spoken
@@ -43,11 +44,11 @@ import {
 } from '../../core/queues/entries.ts';
 import { entryPlace } from '../../core/queues/figures.ts';
 import { queueById, type QueueRow } from '../../core/routing/queues.ts';
-import { e164Regex } from '../../core/routing/validate-schema.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import type { QueueCall, QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
 import { playLooped } from './hold.ts';
 import { announcementText, firstAnnouncementMs } from './queue-announcements.ts';
+import { callbackAllowed } from './queue-callback.ts';
 import type { CallServices, EntryOffer } from './services.ts';
 
 /** How long a queue's offer rings the agent's devices before it counts as missed. */
@@ -148,8 +149,9 @@ class QueueWait {
       if (this.offerCheck !== undefined) this.offerCheck();
       else this.add('changed');
     });
-    // A callback needs a number to dial: a withheld or undialable caller id (the SIP From, outside input) just waits.
-    const offerCallback = this.step.offerCallback && e164Regex.test(call.fromNumber);
+    // A callback needs a number the dial-out policy passes: the SIP From is outside input (withheld, an emergency
+    // number, a blocked prefix).
+    const offerCallback = this.step.offerCallback && (await callbackAllowed(this.services, call, call.fromNumber));
     const stopKeys = call.onDtmf((digit) => {
       if (digit === callbackKey && offerCallback && !this.callback) this.add('key');
     });
@@ -291,6 +293,13 @@ class QueueWait {
   ): Promise<QueueOutcome | undefined> {
     const { pool } = this.services;
     this.rungAt = offeredAt.getTime();
+    // The policy may have changed since the caller asked: a refused callback leaves, never dialled, before any ring.
+    const callback = this.callback ? (await entryById(pool, this.entry.id))?.callback_number : undefined;
+    if (callback != null && !(await callbackAllowed(this.services, this.call, callback))) {
+      await leaveQueue(pool, this.entry.id, 'callback_refused', missedOffersLimit);
+      await this.call.hangup('callback_refused');
+      return 'ended';
+    }
     const stop = new AbortController();
     let why: 'changed' | 'deadline' | undefined;
     const stopFor = (reason: 'changed' | 'deadline') => {

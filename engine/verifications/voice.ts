@@ -133,6 +133,8 @@ export class VoiceVerifications {
     const dialled = await dialThroughCarrier(
       services,
       {
+        workspaceId: taken.workspaceId,
+        kind: 'verification',
         from: taken.caller.e164,
         carrierName: taken.caller.carrier,
         to: taken.to,

@@ -155,9 +155,15 @@ test('transferCall refuses: not connected, ended, elsewhere, unknown targets, ba
   ]) {
     isError(t, await transfer(setup, row.id, body), 400, 'invalid_request', JSON.stringify(body));
   }
-  // A number is checked as a plan's numbers are.
+  // A number goes through the dial-out policy every call the service places goes through.
   isError(t, await transfer(setup, row.id, { target: { e164: '+1911' } }), 422, 'emergency_unavailable');
+  isError(t, await transfer(setup, row.id, { target: { e164: '+44112' } }), 422, 'emergency_unavailable');
   isError(t, await transfer(setup, row.id, { target: { e164: '+999123456' } }), 400, 'invalid_destination');
+  await service.pool.query(
+    `UPDATE workspaces SET destination_policy = '{"allowedPrefixes": [], "blockedPrefixes": ["+1900"]}' WHERE id = $1`,
+    [setup.workspace.id],
+  );
+  isError(t, await transfer(setup, row.id, { target: { e164: '+19005550123' } }), 403, 'destination_blocked');
   const queue = await createQueue(service.pool, setup.workspace.id as string, {
     name: 'Q',
     strategy: 'longest_idle',

@@ -235,6 +235,24 @@ test("another workspace's verification is 404 and its checks do not count", asyn
   t.deepEqual((await theirs.check(sent.body.id, code)).body, { status: 'approved' });
 });
 
+test('a voice code goes through the dial-out policy: a blocked prefix is 403, nothing is recorded', async (t) => {
+  const { send, workspace } = await verifier({ texting: false });
+  const e164 = newNumber();
+  await importNumbers(service.pool, 'sipp', [e164], ['voice']);
+  await claimNumber(service.pool, workspace.id, e164, 'Main');
+  await service.pool.query(
+    `UPDATE workspaces SET destination_policy = '{"allowedPrefixes": [], "blockedPrefixes": ["+1900"]}' WHERE id = $1`,
+    [workspace.id],
+  );
+  isError(t, await send({ to: '+19005550123', channel: 'call' }), 403, 'destination_blocked');
+  // An emergency number is no phone a code can go to.
+  isError(t, await send({ to: '+1911', channel: 'call' }), 400, 'invalid_request');
+  const recorded = await service.pool.query('SELECT count(*)::int AS n FROM verifications WHERE workspace_id = $1', [
+    workspace.id,
+  ]);
+  t.is(recorded.rows[0].n, 0);
+});
+
 test('a voice verification waits sealed for the engine; the row never holds the code in clear', async (t) => {
   const { send, workspace } = await verifier({ texting: false });
   const e164 = newNumber();

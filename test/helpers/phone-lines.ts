@@ -3,6 +3,7 @@
  * (a fresh workspace, a number of the inventory claimed, the plan published and assigned, through the REST API).
  */
 import { randomInt } from 'node:crypto';
+import dgram from 'node:dgram';
 import type { ExecutionContext } from 'ava';
 import { importNumbers } from '../../core/numbers/numbers.ts';
 import { runCli } from './cli.ts';
@@ -91,6 +92,25 @@ export async function farEndCarrier(t: ExecutionContext, service: TestService, h
   });
   t.teardown(() => far.stop());
   return { carrier: await addFarCarrier(t, service, port), far };
+}
+
+/**
+ * A far end that must never be called: a UDP socket on a port of its own, as the carrier `addFarCarrier` adds. Its
+ * `datagrams` counts whatever reaches it (an INVITE would); closed with the test.
+ */
+export async function watchedFarEnd(t: ExecutionContext, service: TestService) {
+  const socket = dgram.createSocket('udp4');
+  let datagrams = 0;
+  socket.on('message', () => (datagrams += 1));
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  t.teardown(() => socket.close());
+  const carrier = await addFarCarrier(t, service, socket.address().port);
+  return {
+    carrier,
+    get datagrams() {
+      return datagrams;
+    },
+  };
 }
 
 /** A number (of carrier `sipp`) running `definition`, published and assigned, in a new or the given workspace. */

@@ -24,7 +24,8 @@ export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
  * Writes test/sipp/<name>.xml into `dir` with its placeholders filled: `replacements`, then the defaults (MEDIA,
  * ON_ANSWER, BEFORE_ACK and INVITE_CHECKS empty, HOLD_MS 1000, STATUS 404, AUDIO_PORT sipp's own media port: the
  * caller's SDP may name another, a socket of the test's, test/helpers/rtp-phone.ts; OFFER_ADDRESS and ANSWER_ADDRESS
- * the `c=` address a caller's offer and a UAS's answer name: sipp's own; REFUSAL_CHECKS actions on a refusal, none).
+ * the `c=` address a caller's offer and a UAS's answer name: sipp's own; REFUSAL_CHECKS actions on a refusal, none;
+ * CALLER_ID the user of a caller's From, +15550001111).
  * Returns the file's path.
  */
 export async function writeScenario(
@@ -44,6 +45,7 @@ export async function writeScenario(
     ANSWER_ADDRESS: 'IP[media_ip_type] [media_ip]',
     OFFER_ADDRESS: 'IP[media_ip_type] [media_ip]',
     REFUSAL_CHECKS: '',
+    CALLER_ID: '+15550001111',
     ...replacements,
   }).reduce((text, [placeholder, value]) => text.replaceAll(placeholder, value), template);
   const file = path.join(dir, `${name}-${randomUUID()}.xml`);
