@@ -16,6 +16,9 @@
  * free to the offer reaching its phone, calls per agent, CPU per waiting caller); the messages bench
  * (bench/messages.ts: texts acknowledged by a test SMSC per second end to end against the same SMSC fed directly).
  * Each runs in a process of its own.
+ *
+ * `BENCH_ONLY=<parts>` (comma-separated) runs only those parts: `http` (the routes above), `events`, `plans`, `calls`,
+ * `phones`, `queue-agents`, `messages`; e.g. `BENCH_ONLY=events npm run bench`.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -35,6 +38,19 @@ const connections = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
 const target = 0.4;
+
+/** The parts of the bench to run (BENCH_ONLY, comma-separated), by default all of them in this order. */
+const allParts = ['http', 'events', 'plans', 'calls', 'phones', 'queue-agents', 'messages'];
+const only = (process.env.BENCH_ONLY ?? '')
+  .split(',')
+  .map((part) => part.trim())
+  .filter((part) => part !== '');
+const unknownParts = only.filter((part) => !allParts.includes(part));
+if (unknownParts.length > 0) {
+  process.stderr.write(`BENCH_ONLY: unknown part ${unknownParts.join(', ')}; the parts are ${allParts.join(', ')}\n`);
+  process.exit(2);
+}
+const parts = new Set(only.length > 0 ? only : allParts);
 
 const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url));
 
@@ -66,165 +82,169 @@ function row(cells: string[], widths: number[]): string {
   return `| ${cells.map((cell, index) => (index === 0 ? cell.padEnd(widths[index] ?? 0) : cell.padStart(widths[index] ?? 0))).join(' | ')} |`;
 }
 
-const database = await scratchDatabase();
-const bare = Fastify();
-bare.get('/bare', async () => ({ status: 'ok' }));
-// A second baseline: a bare route that makes the same one-row read, to tell what a database round trip costs here.
-const barePool = new pg.Pool({ connectionString: database.url, max: 10 });
-bare.get<{ Params: { id: string } }>('/bare/workspaces/:id', async (request) => {
-  const result = await barePool.query({
-    name: 'bare-read',
-    text: 'SELECT id, external_workspace_id, name, timezone, destination_policy, limits, created_at, updated_at FROM workspaces WHERE id = $1',
-    values: [request.params.id],
+/** The routes against the bare baselines; resolves with whether any request failed. */
+async function measureRoutes(): Promise<boolean> {
+  let failed = false;
+  const database = await scratchDatabase();
+  const bare = Fastify();
+  bare.get('/bare', async () => ({ status: 'ok' }));
+  // A second baseline: a bare route that makes the same one-row read, to tell what a database round trip costs here.
+  const barePool = new pg.Pool({ connectionString: database.url, max: 10 });
+  bare.get<{ Params: { id: string } }>('/bare/workspaces/:id', async (request) => {
+    const result = await barePool.query({
+      name: 'bare-read',
+      text: 'SELECT id, external_workspace_id, name, timezone, destination_policy, limits, created_at, updated_at FROM workspaces WHERE id = $1',
+      values: [request.params.id],
+    });
+    return result.rows[0];
   });
-  return result.rows[0];
-});
-const service = await startRoles(
-  loadConfig({
-    ...process.env,
-    DATABASE_URL: database.url,
-    PORT: '0',
-    SIP_PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-  }),
-  new Set(['api', 'engine', 'operator']),
-);
-const pool = new pg.Pool({ connectionString: database.url, max: 2 });
-let failed = false;
-try {
-  const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
-
-  // An application, a workspace and a user, made the way a backend would.
-  const { apiKey } = await createApplication(pool, 'bench', defaultKeyScopes);
-  const auth = { authorization: `Bearer ${apiKey}` };
-  const json = { ...auth, 'content-type': 'application/json' };
-  const workspace = await expectStatus(
-    await fetch(`${service.url}/api/v1/workspaces`, {
-      method: 'POST',
-      headers: { ...json, 'idempotency-key': randomUUID() },
-      body: JSON.stringify({ externalWorkspaceId: 'bench', name: 'Bench', timezone: 'Europe/Paris' }),
+  const service = await startRoles(
+    loadConfig({
+      ...process.env,
+      DATABASE_URL: database.url,
+      PORT: '0',
+      SIP_PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
     }),
-    201,
-    'create workspace',
+    new Set(['api', 'engine', 'operator']),
   );
-  await expectStatus(
-    await fetch(`${service.url}/api/v1/users`, {
-      method: 'POST',
-      headers: { ...json, 'idempotency-key': randomUUID(), 'x-service-workspace-id': workspace.id },
-      body: JSON.stringify({ externalUserId: 'alice', displayName: 'Alice' }),
-    }),
-    201,
-    'create user',
-  );
-  const sessionBody = JSON.stringify({ externalWorkspaceId: 'bench', externalUserId: 'alice', scopes: ['calls:*'] });
-  await expectStatus(
-    await fetch(`${service.url}/api/v1/sessions`, {
-      method: 'POST',
-      headers: { ...json, 'idempotency-key': randomUUID() },
-      body: sessionBody,
-    }),
-    201,
-    'create session',
-  );
+  const pool = new pg.Pool({ connectionString: database.url, max: 2 });
+  try {
+    const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
 
-  const seedStart = Date.now();
-  await seedContactCenter(pool, 'bench', workspace.id);
-  const seeded = `${shape.queues} queues, ${shape.queues * shape.agentsPerQueue} agents, ${shape.waiting} waiting`;
-  process.stdout.write(`contact center seeded (${seeded}) in ${((Date.now() - seedStart) / 1000).toFixed(1)} s\n`);
-
-  const runs: { name: string; figures: Figures }[] = [];
-  const plan: { name: string; measurement: Omit<Measurement, 'connections' | 'warmupSeconds' | 'seconds'> }[] = [
-    {
-      name: 'GET /bare (fresh Fastify(), no hooks)',
-      measurement: { url: bareUrl, method: 'GET', path: '/bare', headers: {} },
-    },
-    {
-      name: 'GET /bare/workspaces/{id} (bare route, same SQL read)',
-      measurement: { url: bareUrl, method: 'GET', path: `/bare/workspaces/${workspace.id}`, headers: {} },
-    },
-    {
-      // Not one of the targets: our HTTP shell (hooks, metrics) without credentials or database, to tell the costs apart.
-      name: 'GET /healthz (our HTTP shell, no database)',
-      measurement: { url: service.url, method: 'GET', path: '/healthz', headers: {} },
-    },
-    {
-      name: 'GET /api/v1/workspaces/{id} (application key)',
-      measurement: { url: service.url, method: 'GET', path: `/api/v1/workspaces/${workspace.id}`, headers: auth },
-    },
-    {
-      name: `GET /api/v1/metrics/realtime (${seeded})`,
-      measurement: {
-        url: service.url,
-        method: 'GET',
-        path: '/api/v1/metrics/realtime',
-        headers: { ...auth, 'x-service-workspace-id': workspace.id },
-      },
-    },
-    {
-      name: 'POST /api/v1/sessions (new idempotency-key each)',
-      measurement: {
-        url: service.url,
+    // An application, a workspace and a user, made the way a backend would.
+    const { apiKey } = await createApplication(pool, 'bench', defaultKeyScopes);
+    const auth = { authorization: `Bearer ${apiKey}` };
+    const json = { ...auth, 'content-type': 'application/json' };
+    const workspace = await expectStatus(
+      await fetch(`${service.url}/api/v1/workspaces`, {
         method: 'POST',
-        path: '/api/v1/sessions',
-        headers: json,
+        headers: { ...json, 'idempotency-key': randomUUID() },
+        body: JSON.stringify({ externalWorkspaceId: 'bench', name: 'Bench', timezone: 'Europe/Paris' }),
+      }),
+      201,
+      'create workspace',
+    );
+    await expectStatus(
+      await fetch(`${service.url}/api/v1/users`, {
+        method: 'POST',
+        headers: { ...json, 'idempotency-key': randomUUID(), 'x-service-workspace-id': workspace.id },
+        body: JSON.stringify({ externalUserId: 'alice', displayName: 'Alice' }),
+      }),
+      201,
+      'create user',
+    );
+    const sessionBody = JSON.stringify({ externalWorkspaceId: 'bench', externalUserId: 'alice', scopes: ['calls:*'] });
+    await expectStatus(
+      await fetch(`${service.url}/api/v1/sessions`, {
+        method: 'POST',
+        headers: { ...json, 'idempotency-key': randomUUID() },
         body: sessionBody,
-        uniqueIdempotencyKey: true,
+      }),
+      201,
+      'create session',
+    );
+
+    const seedStart = Date.now();
+    await seedContactCenter(pool, 'bench', workspace.id);
+    const seeded = `${shape.queues} queues, ${shape.queues * shape.agentsPerQueue} agents, ${shape.waiting} waiting`;
+    process.stdout.write(`contact center seeded (${seeded}) in ${((Date.now() - seedStart) / 1000).toFixed(1)} s\n`);
+
+    const runs: { name: string; figures: Figures }[] = [];
+    const plan: { name: string; measurement: Omit<Measurement, 'connections' | 'warmupSeconds' | 'seconds'> }[] = [
+      {
+        name: 'GET /bare (fresh Fastify(), no hooks)',
+        measurement: { url: bareUrl, method: 'GET', path: '/bare', headers: {} },
       },
-    },
-  ];
-  process.stdout.write(
-    `switchboard bench: Node ${process.version}, ${os.cpus().length} CPUs, ${database.where}\n` +
-      `autocannon in a child process: ${connections} connections, ${warmupSeconds} s warm-up + ${seconds} s measured per route\n\n`,
-  );
-  for (const { name, measurement } of plan) {
-    process.stdout.write(`measuring ${name} ...\n`);
-    runs.push({ name, figures: await measure(measurement) });
-  }
-
-  const baseline = runs[0]?.figures.requestsPerSecond ?? 0;
-  const header = ['route', 'req/s', 'vs bare', 'p50 ms', 'p99 ms', 'non-2xx', 'errors'];
-  const lines = runs.map(({ name, figures }) => [
-    name,
-    figures.requestsPerSecond.toFixed(0),
-    `${((figures.requestsPerSecond / baseline) * 100).toFixed(1)}%`,
-    String(figures.p50),
-    String(figures.p99),
-    String(figures.non2xx),
-    String(figures.errors),
-  ]);
-  const widths = header.map((cell, index) => Math.max(cell.length, ...lines.map((line) => line[index]?.length ?? 0)));
-  process.stdout.write(
-    `\n${[
-      row(header, widths),
-      `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
-      ...lines.map((line) => row(line, widths)),
-    ].join('\n')}\n\n`,
-  );
-
-  const read = runs.find(({ name }) => name.startsWith('GET /api/v1/workspaces'))?.figures.requestsPerSecond ?? 0;
-  const ratio = read / baseline;
-  const figuresRate =
-    runs.find(({ name }) => name.startsWith('GET /api/v1/metrics/realtime'))?.figures.requestsPerSecond ?? 0;
-  const bareRead = runs.find(({ name }) => name.startsWith('GET /bare/workspaces'))?.figures.requestsPerSecond ?? 0;
-  process.stdout.write(
-    `target: authenticated read >= ${target * 100}% of bare: ${(ratio * 100).toFixed(1)}% ${ratio >= target ? 'MET' : 'NOT MET'}\n` +
-      `authenticated read vs the bare route making the same SQL read: ${((read / bareRead) * 100).toFixed(1)}%\n` +
-      `live figures (operation 81) vs bare: ${((figuresRate / baseline) * 100).toFixed(1)}%, ` +
-      `vs the authenticated one-row read: ${((figuresRate / read) * 100).toFixed(1)}%\n`,
-  );
-  for (const { name, figures } of runs) {
-    if (figures.non2xx > 0 || figures.errors > 0) {
-      failed = true;
-      process.stdout.write(`${name}: failed requests, status codes ${JSON.stringify(figures.statusCodes)}\n`);
+      {
+        name: 'GET /bare/workspaces/{id} (bare route, same SQL read)',
+        measurement: { url: bareUrl, method: 'GET', path: `/bare/workspaces/${workspace.id}`, headers: {} },
+      },
+      {
+        // Not one of the targets: our HTTP shell (hooks, metrics) without credentials or database, to tell the costs apart.
+        name: 'GET /healthz (our HTTP shell, no database)',
+        measurement: { url: service.url, method: 'GET', path: '/healthz', headers: {} },
+      },
+      {
+        name: 'GET /api/v1/workspaces/{id} (application key)',
+        measurement: { url: service.url, method: 'GET', path: `/api/v1/workspaces/${workspace.id}`, headers: auth },
+      },
+      {
+        name: `GET /api/v1/metrics/realtime (${seeded})`,
+        measurement: {
+          url: service.url,
+          method: 'GET',
+          path: '/api/v1/metrics/realtime',
+          headers: { ...auth, 'x-service-workspace-id': workspace.id },
+        },
+      },
+      {
+        name: 'POST /api/v1/sessions (new idempotency-key each)',
+        measurement: {
+          url: service.url,
+          method: 'POST',
+          path: '/api/v1/sessions',
+          headers: json,
+          body: sessionBody,
+          uniqueIdempotencyKey: true,
+        },
+      },
+    ];
+    process.stdout.write(
+      `switchboard bench: Node ${process.version}, ${os.cpus().length} CPUs, ${database.where}\n` +
+        `autocannon in a child process: ${connections} connections, ${warmupSeconds} s warm-up + ${seconds} s measured per route\n\n`,
+    );
+    for (const { name, measurement } of plan) {
+      process.stdout.write(`measuring ${name} ...\n`);
+      runs.push({ name, figures: await measure(measurement) });
     }
+
+    const baseline = runs[0]?.figures.requestsPerSecond ?? 0;
+    const header = ['route', 'req/s', 'vs bare', 'p50 ms', 'p99 ms', 'non-2xx', 'errors'];
+    const lines = runs.map(({ name, figures }) => [
+      name,
+      figures.requestsPerSecond.toFixed(0),
+      `${((figures.requestsPerSecond / baseline) * 100).toFixed(1)}%`,
+      String(figures.p50),
+      String(figures.p99),
+      String(figures.non2xx),
+      String(figures.errors),
+    ]);
+    const widths = header.map((cell, index) => Math.max(cell.length, ...lines.map((line) => line[index]?.length ?? 0)));
+    process.stdout.write(
+      `\n${[
+        row(header, widths),
+        `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
+        ...lines.map((line) => row(line, widths)),
+      ].join('\n')}\n\n`,
+    );
+
+    const read = runs.find(({ name }) => name.startsWith('GET /api/v1/workspaces'))?.figures.requestsPerSecond ?? 0;
+    const ratio = read / baseline;
+    const figuresRate =
+      runs.find(({ name }) => name.startsWith('GET /api/v1/metrics/realtime'))?.figures.requestsPerSecond ?? 0;
+    const bareRead = runs.find(({ name }) => name.startsWith('GET /bare/workspaces'))?.figures.requestsPerSecond ?? 0;
+    process.stdout.write(
+      `target: authenticated read >= ${target * 100}% of bare: ${(ratio * 100).toFixed(1)}% ${ratio >= target ? 'MET' : 'NOT MET'}\n` +
+        `authenticated read vs the bare route making the same SQL read: ${((read / bareRead) * 100).toFixed(1)}%\n` +
+        `live figures (operation 81) vs bare: ${((figuresRate / baseline) * 100).toFixed(1)}%, ` +
+        `vs the authenticated one-row read: ${((figuresRate / read) * 100).toFixed(1)}%\n`,
+    );
+    for (const { name, figures } of runs) {
+      if (figures.non2xx > 0 || figures.errors > 0) {
+        failed = true;
+        process.stdout.write(`${name}: failed requests, status codes ${JSON.stringify(figures.statusCodes)}\n`);
+      }
+    }
+  } finally {
+    await pool.end();
+    await bare.close();
+    await barePool.end();
+    await service.close();
+    await database.close();
   }
-} finally {
-  await pool.end();
-  await bare.close();
-  await barePool.end();
-  await service.close();
-  await database.close();
+  return failed;
 }
 
 /** Runs another bench (a file beside this one) in a process of its own; resolves with its exit code. */
@@ -237,13 +257,18 @@ function runBench(file: string, env: NodeJS.ProcessEnv = process.env): Promise<n
   return new Promise((resolve) => child.once('close', resolve));
 }
 
+const failed = parts.has('http') ? await measureRoutes() : false;
+const codes: (number | null)[] = [];
 // The events bench trusts the test certificate of its HTTPS receiver.
-const eventsCode = await runBench('./events.ts', {
-  ...process.env,
-  NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)),
-});
-const codes = [eventsCode];
-for (const file of ['./plans.ts', './calls.ts', './phones.ts', './queue-agents.ts', './messages.ts']) {
-  codes.push(await runBench(file));
+if (parts.has('events')) {
+  codes.push(
+    await runBench('./events.ts', {
+      ...process.env,
+      NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)),
+    }),
+  );
+}
+for (const part of ['plans', 'calls', 'phones', 'queue-agents', 'messages']) {
+  if (parts.has(part)) codes.push(await runBench(`./${part}.ts`));
 }
 process.exit(failed || codes.some((code) => code !== 0) ? 1 : 0);

@@ -310,6 +310,22 @@ const declared = [
     readBy: ['engine'],
     enginePod: { from: 'operator' },
   },
+  {
+    name: 'WEBHOOK_APPLICATION_CONCURRENCY',
+    default: '(half of WEBHOOK_CONCURRENCY)',
+    meaning:
+      'Webhook attempts in flight at once for all of one application’s endpoints, over all engine processes (1 to `WEBHOOK_CONCURRENCY`): the rest of each process’s attempts stay free for other applications.',
+    readBy: ['engine'],
+    enginePod: { from: 'operator' },
+  },
+  {
+    name: 'WEBHOOK_ENDPOINT_CONCURRENCY',
+    default: '(a quarter of WEBHOOK_CONCURRENCY)',
+    meaning:
+      'Webhook attempts in flight at once to one endpoint, over all engine processes (1 to `WEBHOOK_APPLICATION_CONCURRENCY`): a slow endpoint leaves room for its application’s other endpoints.',
+    readBy: ['engine'],
+    enginePod: { from: 'operator' },
+  },
 ] as const satisfies readonly Setting[];
 
 export const settings: readonly Setting[] = declared;
@@ -351,6 +367,11 @@ export interface Config {
   webhookAllowPrivateNetworks: boolean;
   /** Webhook attempts in flight at once in one engine process (WEBHOOK_CONCURRENCY). */
   webhookConcurrency: number;
+  /**
+   * Webhook attempts in flight at once for one application's endpoints and to one endpoint, over all engine processes
+   * (WEBHOOK_APPLICATION_CONCURRENCY, WEBHOOK_ENDPOINT_CONCURRENCY).
+   */
+  webhookShares: WebhookShares;
   /** Namespace of the custom resources the API writes (RESOURCE_NAMESPACE). */
   resourceNamespace: string;
   /**
@@ -549,6 +570,40 @@ function iceServers(env: Env): IceServer[] {
 }
 
 /** The settings passed on to engine pods that `env` gives (loadConfig has checked each). */
+/** The shares of the webhook attempts in flight (docs/events.md, "Sharing the attempts"), over all engine processes. */
+export interface WebhookShares {
+  /** For all of one application's endpoints. */
+  application: number;
+  /** To one endpoint. */
+  endpoint: number;
+}
+
+/**
+ * The default shares for engine processes that each make `concurrency` attempts at once: an application half of them,
+ * an endpoint a quarter, so that one slow application leaves half of every process to the others and one slow
+ * endpoint half of its application's share to the application's other endpoints.
+ */
+export function webhookShares(concurrency: number): WebhookShares {
+  return { application: Math.max(1, Math.floor(concurrency / 2)), endpoint: Math.max(1, Math.floor(concurrency / 4)) };
+}
+
+function webhookShareSettings(env: Env, concurrency: number): WebhookShares {
+  const defaults = webhookShares(concurrency);
+  const application = integer(env, 'WEBHOOK_APPLICATION_CONCURRENCY', defaults.application, 1, 10000);
+  if (application > concurrency) {
+    throw new ConfigError(
+      `WEBHOOK_APPLICATION_CONCURRENCY must be at most WEBHOOK_CONCURRENCY (${concurrency}), got ${application}: one application could take every attempt of an engine process`,
+    );
+  }
+  const endpoint = integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', Math.min(defaults.endpoint, application), 1, 10000);
+  if (endpoint > application) {
+    throw new ConfigError(
+      `WEBHOOK_ENDPOINT_CONCURRENCY must be at most WEBHOOK_APPLICATION_CONCURRENCY (${application}), got ${endpoint}`,
+    );
+  }
+  return { application, endpoint };
+}
+
 function forEnginePods(env: Env): Record<string, string> {
   const given: Record<string, string> = {};
   for (const setting of settings) {
@@ -569,6 +624,7 @@ export function loadConfig(env: Env = process.env): Config {
   const issuer = text(env, 'OIDC_ISSUER');
   // Read even without an issuer, so that a misspelt value fails at start rather than when logins are configured.
   const allowUnverifiedEmail = boolean(env, 'OIDC_ALLOW_UNVERIFIED_EMAIL', false);
+  const webhookConcurrency = integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000);
   const databaseUrl = text(env, 'DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://');
@@ -598,7 +654,8 @@ export function loadConfig(env: Env = process.env): Config {
     operatorHttpPort: integer(env, 'OPERATOR_HTTP_PORT', 8082, 0, 65535),
     admission: { tlsDir: text(env, 'ADMISSION_TLS_DIR'), port: integer(env, 'ADMISSION_PORT', 9443, 0, 65535) },
     webhookAllowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
-    webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 10000),
+    webhookConcurrency,
+    webhookShares: webhookShareSettings(env, webhookConcurrency),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
     kubernetes: kubernetesSettings(env),
     sip: sipSettings(env),

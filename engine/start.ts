@@ -37,6 +37,8 @@ export async function startEngine(context: RoleContext): Promise<RunningEngine> 
     secretsKey: context.keys.webhookSecrets,
     allowPrivateNetworks: config.webhookAllowPrivateNetworks,
     concurrency: config.webhookConcurrency,
+    applicationConcurrency: config.webhookShares.application,
+    endpointConcurrency: config.webhookShares.endpoint,
     registry: context.registry,
     log: log.child({ component: 'webhooks' }),
   });

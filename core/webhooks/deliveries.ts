@@ -6,6 +6,10 @@
  * While a dispatcher holds a lane, the lane's next_attempt_at is its lease's end: a dispatcher that dies leaves the
  * lane to come due again when the lease runs out, and appendEvent (which only fills in a null next_attempt_at) leaves
  * a held lane alone.
+ *
+ * Longer than 400 lines because the two tables have this one module, and the claim (with its fair shares), the
+ * releases and the failure record are one protocol over the same columns (the lease, next_attempt_at) whose
+ * statements are only safe together; the claim's query alone is about 80 lines.
  */
 import type { Queryable } from '../database.ts';
 
@@ -60,32 +64,93 @@ interface ClaimRow {
   queued_at: Date | null;
 }
 
+export interface ClaimRequest {
+  /** The lease token the lanes are held under. */
+  lease: string;
+  now: Date;
+  leaseUntil: Date;
+  /** Lanes to take at most (the room left under the dispatcher's own cap). */
+  limit: number;
+  /** Undelivered events returned per lane at most. */
+  headsPerClaim: number;
+  /** Lanes of one endpoint held at once at most, by all dispatchers together (WEBHOOK_ENDPOINT_CONCURRENCY). */
+  perEndpoint: number;
+  /** Lanes of one application's endpoints held at once at most, by all dispatchers (WEBHOOK_APPLICATION_CONCURRENCY). */
+  perApplication: number;
+}
+
 /**
- * Takes up to `limit` due lanes of enabled endpoints that nobody holds, oldest due first, skipping lanes another
- * dispatcher (or an appending transaction) has locked, holds them under the token `lease` until `leaseUntil`, and
- * returns each with up to `headsPerClaim` of its undelivered events, lowest sequence first.
+ * Takes up to `limit` due lanes of enabled endpoints that nobody holds, shared fairly (docs/events.md, "Sharing the
+ * attempts"): an endpoint is given lanes only while it holds fewer than `perEndpoint`, an application only while its
+ * endpoints hold fewer than `perApplication` (held: under a lease that has not run out, whichever dispatcher's), and
+ * when there are more candidates than `limit`, the application holding fewest goes first, then within it the
+ * endpoint holding fewest, then the lane due longest. Lanes another dispatcher (or an appending transaction) has
+ * locked are skipped. Holds the lanes under the token `lease` until `leaseUntil`, and returns each with up to
+ * `headsPerClaim` of its undelivered events, lowest sequence first.
+ *
+ * Endpoints with pending lanes are found by a loose scan of webhook_lanes_pending (one probe per endpoint), and
+ * each one's due lanes by a range scan of it that stops at the endpoint's room, so a backlog of one endpoint costs
+ * nothing once it is at its share. Two dispatchers that claim at the same instant each see the other's lanes as not
+ * yet held: an endpoint may then briefly hold more than its share over all dispatchers, but never more than its share
+ * in any one of them (a dispatcher's own earlier claims are always visible to its next).
  */
-export async function claimLanes(
-  db: Queryable,
-  lease: string,
-  now: Date,
-  leaseUntil: Date,
-  limit: number,
-  headsPerClaim = 1,
-): Promise<ClaimedLane[]> {
+export async function claimLanes(db: Queryable, request: ClaimRequest): Promise<ClaimedLane[]> {
+  const { lease, now, leaseUntil, limit, headsPerClaim, perEndpoint, perApplication } = request;
   const result = await db.query<ClaimRow>({
     name: 'switchboard-claim-lanes',
-    text: `WITH claimed AS (
+    text: `WITH RECURSIVE pending (endpoint_id, first_due) AS (
+               (SELECT endpoint_id, next_attempt_at FROM webhook_lanes
+                 WHERE next_attempt_at IS NOT NULL AND parked_at IS NULL
+                 ORDER BY endpoint_id, next_attempt_at LIMIT 1)
+             UNION ALL
+               SELECT next.endpoint_id, next.next_attempt_at
+                 FROM pending p
+                 CROSS JOIN LATERAL (
+                   SELECT l.endpoint_id, l.next_attempt_at FROM webhook_lanes l
+                    WHERE l.next_attempt_at IS NOT NULL AND l.parked_at IS NULL AND l.endpoint_id > p.endpoint_id
+                    ORDER BY l.endpoint_id, l.next_attempt_at LIMIT 1) next),
+           held AS (
+             SELECT endpoint_id, count(*)::int AS lanes FROM webhook_lanes
+              WHERE lease_owner IS NOT NULL AND lease_until >= $2
+              GROUP BY endpoint_id),
+           endpoints AS (
+             SELECT e.id, e.application_id, e.enabled, p.first_due, coalesce(h.lanes, 0) AS held,
+                    sum(coalesce(h.lanes, 0)) OVER (PARTITION BY e.application_id)::int AS application_held
+               FROM pending p
+               JOIN webhook_endpoints e ON e.id = p.endpoint_id
+               LEFT JOIN held h ON h.endpoint_id = p.endpoint_id),
+           candidates AS (
+             SELECT e.application_id, e.application_held, c.endpoint_id, c.stream_key, c.next_attempt_at,
+                    e.held + row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.stream_key)
+                      AS endpoint_turn
+               FROM endpoints e
+               CROSS JOIN LATERAL (
+                 SELECT l.endpoint_id, l.stream_key, l.next_attempt_at FROM webhook_lanes l
+                  WHERE l.endpoint_id = e.id AND l.next_attempt_at <= $2 AND l.parked_at IS NULL
+                    AND (l.lease_until IS NULL OR l.lease_until < $2)
+                  ORDER BY l.next_attempt_at
+                  LIMIT greatest(0, least($6::int - e.held, $7::int - e.application_held, $4::int))) c
+              WHERE e.enabled AND e.first_due <= $2 AND e.held < $6::int AND e.application_held < $7::int),
+           turns AS (
+             SELECT endpoint_id, stream_key, next_attempt_at,
+                    application_held + row_number() OVER (
+                      PARTITION BY application_id ORDER BY endpoint_turn, next_attempt_at, endpoint_id, stream_key)
+                      AS application_turn
+               FROM candidates),
+           chosen AS (
+             SELECT endpoint_id, stream_key FROM turns
+              WHERE application_turn <= $7::int
+              ORDER BY application_turn, next_attempt_at
+              LIMIT $4),
+           claimed AS (
              UPDATE webhook_lanes lane
                 SET lease_owner = $1, lease_until = $3, next_attempt_at = $3
               WHERE (lane.endpoint_id, lane.stream_key) IN (
                       SELECT l.endpoint_id, l.stream_key
                         FROM webhook_lanes l
-                        JOIN webhook_endpoints e ON e.id = l.endpoint_id AND e.enabled
+                        JOIN chosen c ON c.endpoint_id = l.endpoint_id AND c.stream_key = l.stream_key
                        WHERE l.next_attempt_at <= $2 AND l.parked_at IS NULL
                          AND (l.lease_until IS NULL OR l.lease_until < $2)
-                       ORDER BY l.next_attempt_at
-                       LIMIT $4
                          FOR UPDATE OF l SKIP LOCKED)
              RETURNING lane.endpoint_id, lane.stream_key, lane.attempts, lane.head_event_id,
                        lane.head_first_attempt_at)
@@ -100,7 +165,7 @@ export async function claimLanes(
                 ORDER BY d.sequence LIMIT $5) h ON true
              LEFT JOIN events ev ON ev.id = h.event_id
             ORDER BY c.endpoint_id, c.stream_key, h.sequence`,
-    values: [lease, now, leaseUntil, limit, headsPerClaim],
+    values: [lease, now, leaseUntil, limit, headsPerClaim, perEndpoint, perApplication],
   });
   const lanes = new Map<string, ClaimedLane>();
   for (const row of result.rows) {

@@ -2,8 +2,10 @@
  * The webhook dispatcher of an engine process (docs/events.md, Delivering). It claims due lanes (one endpoint, one
  * stream) under a lease with FOR UPDATE SKIP LOCKED, so any number of engine processes share the work and a lane
  * has one attempt in flight at a time; it runs the attempts of different lanes concurrently up to a cap, so a
- * stalled or failing stream never holds up another; and it writes each outcome back (next head due at once, or a
- * retry after backoff, or parking after 24 hours).
+ * stalled or failing stream never holds up another, and each claim gives an endpoint and an application no more than
+ * their share of the lanes held by all dispatchers, so a slow endpoint never holds up another endpoint or
+ * application; and it writes each outcome back (next head due at once, or a retry after backoff, or parking after 24
+ * hours).
  *
  * It claims when a transaction that appended events commits (LISTEN on the outbox's channel), when one of its own
  * retries comes due (a timer), when an attempt ends (room for another), and on a slow poll that also picks up the
@@ -21,6 +23,7 @@ import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { ChangeListener } from '../../core/change-notices.ts';
 import { type Clock, systemClock } from '../../core/clock.ts';
+import { webhookShares } from '../../core/config.ts';
 import { eventsChannel } from '../../core/events/outbox.ts';
 import type { Log } from '../../core/log.ts';
 import { openSecret } from '../../core/sealing.ts';
@@ -50,6 +53,16 @@ export interface DispatcherOptions {
   allowPrivateNetworks: boolean;
   /** Attempts in flight at once (WEBHOOK_CONCURRENCY); default 64. */
   concurrency?: number;
+  /**
+   * Lanes of one application's endpoints held at once, by all dispatchers together (WEBHOOK_APPLICATION_CONCURRENCY);
+   * default half of `concurrency`.
+   */
+  applicationConcurrency?: number;
+  /**
+   * Lanes of one endpoint held at once, by all dispatchers (WEBHOOK_ENDPOINT_CONCURRENCY); default a quarter of
+   * `concurrency`, at most `applicationConcurrency`.
+   */
+  endpointConcurrency?: number;
   /** Where the delivery metrics go; default a registry of its own. */
   registry?: Registry;
   log?: Log;
@@ -90,6 +103,8 @@ export class Dispatcher {
   private readonly clock: Clock;
   private readonly log: Log;
   private readonly concurrency: number;
+  private readonly applicationConcurrency: number;
+  private readonly endpointConcurrency: number;
   private readonly leaseMs: number;
   private readonly attemptTimeoutMs: number;
   private readonly pollIntervalMs: number;
@@ -126,6 +141,9 @@ export class Dispatcher {
     this.clock = options.clock ?? systemClock;
     this.log = options.log ?? silent;
     this.concurrency = options.concurrency ?? 64;
+    const shares = webhookShares(this.concurrency);
+    this.applicationConcurrency = options.applicationConcurrency ?? shares.application;
+    this.endpointConcurrency = options.endpointConcurrency ?? Math.min(shares.endpoint, this.applicationConcurrency);
     this.leaseMs = options.leaseMs ?? 30_000;
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? defaultAttemptTimeoutMs;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
@@ -229,7 +247,15 @@ export class Dispatcher {
         const lease = `${this.owner}#${this.claims}`;
         const leaseUntil = new Date(now.getTime() + this.leaseMs);
         const busy = this.inFlight.size > 0 || this.lastClaimFound;
-        const lanes = await claimLanes(this.pool, lease, now, leaseUntil, limit, headsPerClaim);
+        const lanes = await claimLanes(this.pool, {
+          lease,
+          now,
+          leaseUntil,
+          limit,
+          headsPerClaim,
+          perEndpoint: this.endpointConcurrency,
+          perApplication: this.applicationConcurrency,
+        });
         this.lastClaimFound = lanes.length > 0;
         for (const lane of lanes) this.run(lane);
         if (busy) await this.keepAwake();

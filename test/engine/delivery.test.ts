@@ -22,6 +22,7 @@ import {
 import { loadSigningKeys } from '../../core/service-secret.ts';
 import { describeAddress, isPublicAddress } from '../../core/webhooks/address.ts';
 import type { Clock } from '../../core/clock.ts';
+import { ConfigError, loadConfig, webhookShares } from '../../core/config.ts';
 import { Dispatcher, type DispatcherOptions } from '../../engine/delivery/dispatcher.ts';
 import { retryDelayMs, parkAfterMs } from '../../engine/delivery/backoff.ts';
 import { type ClaimedLane, claimLanes, releaseLane } from '../../core/webhooks/deliveries.ts';
@@ -50,6 +51,8 @@ interface World {
   secretsKey: Uint8Array;
   receiver(port?: number): Promise<Receiver>;
   endpoint(url: string, eventTypes?: string[]): Promise<{ id: string; signingSecret: string }>;
+  /** Another application of the service, and a way to give it endpoints. */
+  otherApplication(): Promise<{ applicationId: string; endpoint(url: string): Promise<{ id: string }> }>;
   dispatcher(options?: Partial<DispatcherOptions>): Promise<Dispatcher>;
   engineProcess(): Promise<ChildProcess>;
   lane(endpointId: string, stream: string): Promise<LaneRow>;
@@ -100,6 +103,14 @@ async function world(t: ExecutionContext, env: Record<string, string> = {}, role
     await service.close();
   });
   const keys = await loadSigningKeys(service.pool, undefined);
+  const createEndpoint = async (apiKey: string, url: string, eventTypes?: string[]) => {
+    const created = await service.request('POST', '/api/v1/webhooks', {
+      auth: apiKey,
+      body: { url, ...(eventTypes ? { eventTypes } : {}) },
+    });
+    if (created.status !== 201) throw new Error(`create webhook: ${created.status} ${created.text}`);
+    return { id: created.body.endpoint.id as string, signingSecret: created.body.signingSecret as string };
+  };
   const result: World = {
     service,
     applicationId: app.applicationId,
@@ -111,13 +122,10 @@ async function world(t: ExecutionContext, env: Record<string, string> = {}, role
       receivers.push(receiver);
       return receiver;
     },
-    async endpoint(url, eventTypes) {
-      const created = await service.request('POST', '/api/v1/webhooks', {
-        auth: app.apiKey,
-        body: { url, ...(eventTypes ? { eventTypes } : {}) },
-      });
-      if (created.status !== 201) throw new Error(`create webhook: ${created.status} ${created.text}`);
-      return { id: created.body.endpoint.id, signingSecret: created.body.signingSecret };
+    endpoint: (url, eventTypes) => createEndpoint(app.apiKey, url, eventTypes),
+    async otherApplication() {
+      const other = await service.application();
+      return { applicationId: other.applicationId, endpoint: (url: string) => createEndpoint(other.apiKey, url) };
     },
     async dispatcher(options = {}) {
       const pool = new pg.Pool({ connectionString: service.databaseUrl, max: 4 });
@@ -173,11 +181,16 @@ async function world(t: ExecutionContext, env: Record<string, string> = {}, role
   return result;
 }
 
-function agentEvent(w: World, memberId: string, note = 'test'): NewEvent<'agent.state_changed'> {
+function agentEvent(
+  w: World,
+  memberId: string,
+  note = 'test',
+  applicationId = w.applicationId,
+): NewEvent<'agent.state_changed'> {
   return {
     type: 'agent.state_changed',
     streamId: memberId,
-    applicationId: w.applicationId,
+    applicationId,
     workspaceId: w.workspaceId,
     externalWorkspaceId: 'ws-test',
     fields: {
@@ -223,6 +236,31 @@ function signatureMatches(secret: string, request: Received): boolean {
       return given.length === expected.length && timingSafeEqual(given, expected);
     });
 }
+
+/** The lanes of these endpoints that `dispatcher` holds right now (under any of its claims' lease tokens). */
+async function heldBy(w: World, dispatcher: Dispatcher | string, endpointIds: readonly string[]): Promise<number> {
+  const owner = typeof dispatcher === 'string' ? dispatcher : dispatcher.owner;
+  const held = await w.service.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhook_lanes
+      WHERE endpoint_id = ANY ($1::uuid[]) AND starts_with(lease_owner, $2 || '#') AND lease_until > now()`,
+    [endpointIds, owner],
+  );
+  return (held.rows[0] as { n: number }).n;
+}
+
+/**
+ * A receiver that takes connections and requests and never answers (until it is closed). The test's teardown closes
+ * it before the world's, so that the dispatchers' attempts end and they can close.
+ */
+async function silentReceiver(t: ExecutionContext, w: World): Promise<Receiver> {
+  const silent = await w.receiver();
+  silent.handler = () => new Promise<never>(() => {});
+  t.teardown(() => silent.close());
+  return silent;
+}
+
+/** Streams (agents' member ids), new ones. */
+const newStreams = (count: number) => Array.from({ length: count }, () => randomUUID());
 
 function offsetClock(): Clock & { offsetMs: number } {
   return {
@@ -580,7 +618,15 @@ test('a stream with a backlog is claimed as a run in sequence order; a failure m
 
   // The claim hands out the lane's lowest sequences, in order, at most as many as asked for.
   const now = new Date();
-  const claimed = await claimLanes(w.service.pool, 'test#1', now, new Date(now.getTime() + 30_000), 10, 4);
+  const claimed = await claimLanes(w.service.pool, {
+    lease: 'test#1',
+    now,
+    leaseUntil: new Date(now.getTime() + 30_000),
+    limit: 10,
+    headsPerClaim: 4,
+    perEndpoint: 10,
+    perApplication: 10,
+  });
   const lane = claimed.find((candidate) => candidate.endpointId === id);
   t.deepEqual(
     lane?.heads.map((head) => head.sequence),
@@ -667,6 +713,173 @@ test('a redirect, a stall and a 500 fail with backoff while another stream keeps
     return [...seen].filter((attempts) => attempts >= 2).length >= 2;
   });
   t.pass();
+});
+
+test('the shares of the attempts in flight: half of WEBHOOK_CONCURRENCY per application, a quarter per endpoint, or as set', (t) => {
+  t.deepEqual(loadConfig({}).webhookShares, { application: 32, endpoint: 16 });
+  t.deepEqual(webhookShares(64), { application: 32, endpoint: 16 });
+  t.deepEqual(loadConfig({ WEBHOOK_CONCURRENCY: '10' }).webhookShares, { application: 5, endpoint: 2 });
+  t.deepEqual(loadConfig({ WEBHOOK_CONCURRENCY: '1' }).webhookShares, { application: 1, endpoint: 1 });
+  t.deepEqual(loadConfig({ WEBHOOK_APPLICATION_CONCURRENCY: '8' }).webhookShares, { application: 8, endpoint: 8 });
+  t.deepEqual(
+    loadConfig({
+      WEBHOOK_CONCURRENCY: '100',
+      WEBHOOK_APPLICATION_CONCURRENCY: '40',
+      WEBHOOK_ENDPOINT_CONCURRENCY: '10',
+    }).webhookShares,
+    { application: 40, endpoint: 10 },
+  );
+  t.throws(() => loadConfig({ WEBHOOK_APPLICATION_CONCURRENCY: '65' }), {
+    instanceOf: ConfigError,
+    message: /^WEBHOOK_APPLICATION_CONCURRENCY must be at most WEBHOOK_CONCURRENCY \(64\), got 65/,
+  });
+  t.throws(() => loadConfig({ WEBHOOK_APPLICATION_CONCURRENCY: '4', WEBHOOK_ENDPOINT_CONCURRENCY: '5' }), {
+    instanceOf: ConfigError,
+    message: 'WEBHOOK_ENDPOINT_CONCURRENCY must be at most WEBHOOK_APPLICATION_CONCURRENCY (4), got 5',
+  });
+  t.throws(() => loadConfig({ WEBHOOK_ENDPOINT_CONCURRENCY: '0' }), { instanceOf: ConfigError });
+  t.throws(() => loadConfig({ WEBHOOK_APPLICATION_CONCURRENCY: 'many' }), { instanceOf: ConfigError });
+});
+
+test('claims go round-robin: the application, then the endpoint, holding fewest first, whoever holds them, never beyond their shares', async (t) => {
+  const w = await world(t);
+  // Application X with two endpoints (each of its events goes to both), application Y with one.
+  const [x1, x2] = [await w.endpoint('https://localhost:9/x1'), await w.endpoint('https://localhost:9/x2')];
+  const other = await w.otherApplication();
+  const y = await other.endpoint('https://localhost:9/y');
+  await append(w, ...newStreams(6).map((stream) => agentEvent(w, stream)));
+  await append(w, ...newStreams(6).map((stream) => agentEvent(w, stream, 'y', other.applicationId)));
+  const claim = (lease: string, limit: number) => {
+    const now = new Date();
+    return claimLanes(w.service.pool, {
+      lease,
+      now,
+      leaseUntil: new Date(now.getTime() + 30_000),
+      limit,
+      headsPerClaim: 1,
+      perEndpoint: 2,
+      perApplication: 3,
+    });
+  };
+  const count = (lanes: ClaimedLane[], endpointId: string) =>
+    lanes.filter((lane) => lane.endpointId === endpointId).length;
+
+  // Room for 4: turn by turn, one lane of each application, X's turns going to its endpoints in turn.
+  const first = await claim('one#1', 4);
+  t.deepEqual(
+    [count(first, x1.id), count(first, x2.id), count(first, y.id)],
+    [1, 1, 2],
+    'X: one lane per endpoint; Y: two',
+  );
+  // Another dispatcher: X has room for one more lane (3 held at most), Y's endpoint none (2 at most).
+  const second = await claim('two#1', 10);
+  t.is(second.length, 1);
+  t.is(count(second, y.id), 0);
+  t.is((await heldBy(w, 'one', [x1.id, x2.id])) + (await heldBy(w, 'two', [x1.id, x2.id])), 3);
+  t.is(await heldBy(w, 'one', [y.id]), 2);
+  t.deepEqual(await claim('three#1', 10), [], 'every share is held, though 13 lanes are due');
+  // A lane let go makes room for its own application only.
+  await releaseLane(w.service.pool, first.find((lane) => lane.endpointId === y.id) as ClaimedLane, [], new Date());
+  const fourth = await claim('four#1', 10);
+  t.deepEqual(
+    fourth.map((lane) => lane.endpointId),
+    [y.id],
+  );
+});
+
+test('a never-answering endpoint of one application never delays another application, over two dispatchers', async (t) => {
+  const w = await world(t);
+  // Application X: an endpoint on a host that takes connections and never answers, with 80 streams due.
+  const silent = await silentReceiver(t, w);
+  const slow = await w.otherApplication();
+  const { id: slowId } = await slow.endpoint(silent.url());
+  // Application Y: a healthy endpoint.
+  const receiver = await w.receiver();
+  await w.endpoint(receiver.url());
+  // Two dispatchers of 32 attempts each: fewer than X's streams. An attempt outlasts this test, so under one cap for
+  // every lane Y's events would wait for X's attempts to time out.
+  const options = { concurrency: 32, attemptTimeoutMs: 150_000, leaseMs: 180_000 };
+  const dispatchers = [await w.dispatcher(options), await w.dispatcher(options)];
+  const endpointShare = webhookShares(32).endpoint;
+  await append(w, ...newStreams(80).map((stream) => agentEvent(w, stream, 'slow', slow.applicationId)));
+  await until('the silent host holds attempts', () => silent.waiting.size >= endpointShare);
+
+  const streams = newStreams(5);
+  for (let n = 0; n < 2; n += 1) await append(w, ...streams.map((stream) => agentEvent(w, stream)));
+  await until('the other application’s events arrived', () => receiver.received.length === 10, 60_000);
+  for (const stream of streams) t.deepEqual(receiver.sequences(stream), [1, 2]);
+  t.is(silent.waiting.size, silent.received.length, 'every attempt to the silent host is still waiting');
+  const ended = await w.service.pool.query('SELECT 1 FROM webhook_lanes WHERE endpoint_id = $1 AND attempts > 0', [
+    slowId,
+  ]);
+  t.is(ended.rowCount, 0, 'no attempt to the silent host has ended');
+  for (const dispatcher of dispatchers) {
+    t.true((await heldBy(w, dispatcher, [slowId])) <= endpointShare, 'the endpoint holds its share at most');
+  }
+});
+
+test('a slow endpoint takes only its share: its application’s other endpoint and another application flow meanwhile', async (t) => {
+  const w = await world(t);
+  const silent = await silentReceiver(t, w);
+  const { id: slowId } = await w.endpoint(silent.url());
+  const dispatcher = await w.dispatcher({ concurrency: 32, attemptTimeoutMs: 150_000, leaseMs: 180_000 });
+  const { application, endpoint } = webhookShares(32);
+  t.true(endpoint < application);
+  await append(w, ...newStreams(80).map((stream) => agentEvent(w, stream, 'slow')));
+  await until('the slow endpoint holds its share', () => silent.waiting.size >= endpoint);
+
+  // Then the application gets a healthy endpoint, another application one too, and events come for both (the
+  // application's go to its slow endpoint as well).
+  const sibling = await w.receiver();
+  await w.endpoint(sibling.url());
+  const other = await w.otherApplication();
+  const otherReceiver = await w.receiver();
+  await other.endpoint(otherReceiver.url());
+  const streams = newStreams(5);
+  const otherStreams = newStreams(5);
+  for (let n = 0; n < 2; n += 1) {
+    await append(
+      w,
+      ...streams.map((stream) => agentEvent(w, stream)),
+      ...otherStreams.map((stream) => agentEvent(w, stream, 'other', other.applicationId)),
+    );
+  }
+  await until('the sibling endpoint’s events arrived', () => sibling.received.length === 10, 60_000);
+  await until('the other application’s events arrived', () => otherReceiver.received.length === 10, 60_000);
+  for (const stream of streams) t.deepEqual(sibling.sequences(stream), [1, 2]);
+  for (const stream of otherStreams) t.deepEqual(otherReceiver.sequences(stream), [1, 2]);
+  t.is(silent.received.length, endpoint, 'the slow endpoint was given its share, no more, though 85 streams wait');
+  t.is(silent.waiting.size, endpoint, 'and its attempts are all still waiting');
+  t.is(await heldBy(w, dispatcher, [slowId]), endpoint);
+});
+
+test('an application’s slow endpoints together take only its share, in turn, and another application flows meanwhile', async (t) => {
+  const w = await world(t);
+  const silent = await silentReceiver(t, w);
+  const paths = ['/a', '/b', '/c', '/d'];
+  const slowIds: string[] = [];
+  for (const path of paths) slowIds.push((await w.endpoint(silent.url(path))).id);
+  await w.dispatcher({ concurrency: 32, attemptTimeoutMs: 150_000, leaseMs: 180_000 });
+  const { application } = webhookShares(32);
+  // 30 streams, each to the four endpoints, due at once.
+  await append(w, ...newStreams(30).map((stream) => agentEvent(w, stream, 'slow')));
+  await until('the application holds its share', () => silent.waiting.size >= application);
+
+  const other = await w.otherApplication();
+  const receiver = await w.receiver();
+  await other.endpoint(receiver.url());
+  const streams = newStreams(5);
+  for (let n = 0; n < 2; n += 1) {
+    await append(w, ...streams.map((stream) => agentEvent(w, stream, 'other', other.applicationId)));
+  }
+  await until('the other application’s events arrived', () => receiver.received.length === 10, 60_000);
+  t.is(silent.received.length, application, 'the application was given its share, no more');
+  t.is(silent.waiting.size, application, 'and its attempts are all still waiting');
+  t.deepEqual(
+    paths.map((path) => silent.received.filter((request) => request.path === path).length),
+    paths.map(() => application / paths.length),
+    'its endpoints took the share in turn',
+  );
 });
 
 test('a stream parks 24 hours after its first attempt, others keep flowing, and replay resumes it', async (t) => {

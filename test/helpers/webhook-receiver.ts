@@ -1,7 +1,8 @@
 /**
  * A real HTTPS webhook receiver for tests: a server with a certificate of the test CA (test/fixtures/tls, trusted
  * through NODE_EXTRA_CA_CERTS set by test/run.ts) that records every request, tells the stream of each event (the
- * agent's member id or the call id) and notes requests of one stream that overlapped. `handler` decides the answer.
+ * agent's member id or the call id), notes requests of one stream that overlapped and keeps the requests still waiting
+ * for their answer. `handler` decides the answer.
  */
 import { readFileSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -34,6 +35,8 @@ export class Receiver {
   readonly received: Received[] = [];
   /** Requests of one stream that overlapped another of the same stream (must stay empty). */
   readonly overlaps: string[] = [];
+  /** Requests not answered yet whose connection is still open (the sender is still waiting for them). */
+  readonly waiting = new Set<Received>();
   private readonly inFlight = new Map<string, number>();
   handler: (request: Received) => Answer | Promise<Answer> = () => 200;
 
@@ -79,6 +82,8 @@ export class Receiver {
       at: Date.now(),
     };
     this.received.push(received);
+    this.waiting.add(received);
+    response.once('close', () => this.waiting.delete(received));
     const running = (this.inFlight.get(stream) ?? 0) + 1;
     this.inFlight.set(stream, running);
     if (running > 1) this.overlaps.push(`${stream} #${received.sequence}`);

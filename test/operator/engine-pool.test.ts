@@ -291,6 +291,8 @@ const operatorEnv = {
   TTS_COMMAND: '/opt/voices/bin/say-wav',
   WEBRTC_MEDIA: 'libwebrtc',
   WEBHOOK_CONCURRENCY: '16',
+  WEBHOOK_APPLICATION_CONCURRENCY: '6',
+  WEBHOOK_ENDPOINT_CONCURRENCY: '3',
 };
 
 const engineRead = configSettings.filter((setting) => setting.readBy.includes('engine'));
@@ -372,6 +374,7 @@ test('every setting the engine reads reaches its pods as config.ts says, or is l
     t.is(config.shutdownTimeoutMs, 45000);
     t.is(config.ttsCommand, '/opt/voices/bin/say-wav');
     t.is(config.webhookConcurrency, 16);
+    t.deepEqual(config.webhookShares, { application: 6, endpoint: 3 });
     t.deepEqual(config.sip, {
       host: '0.0.0.0',
       port: 5070,
