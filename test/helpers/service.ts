@@ -5,6 +5,7 @@ import type { ExecutionContext } from 'ava';
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -35,6 +36,11 @@ export interface RequestOptions {
   /** Mutations get a fresh idempotency key unless one is given here, or null to send none. */
   idempotencyKey?: string | null;
   workspaceId?: string;
+  /**
+   * The loopback address the request leaves from (127.0.0.2, ...), for what the service counts per source address;
+   * sent through node:http, as `fetch` cannot choose it.
+   */
+  localAddress?: string;
 }
 
 export interface TestService {
@@ -67,7 +73,10 @@ export async function request(
   if (options.rawBody !== undefined) body = options.rawBody;
   else if (options.body !== undefined) body = JSON.stringify(options.body);
   if (body !== undefined) headers['content-type'] ??= 'application/json';
-  const response = await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const response =
+    options.localAddress === undefined
+      ? await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) })
+      : await requestFrom(options.localAddress, new URL(base + path), method, headers, body);
   const text = await response.text();
   let parsed: unknown;
   try {
@@ -76,6 +85,32 @@ export async function request(
     parsed = undefined;
   }
   return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+/** One HTTP request from a chosen local address, answered as a fetch Response. */
+function requestFrom(
+  localAddress: string,
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const sent = http.request(url, { method, headers, localAddress, agent: false }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+      answer.on('error', reject);
+      answer.on('end', () => {
+        const answerHeaders = new Headers();
+        for (const [name, value] of Object.entries(answer.headers)) {
+          for (const one of Array.isArray(value) ? value : [value ?? '']) answerHeaders.append(name, one);
+        }
+        resolve(new Response(Buffer.concat(chunks), { status: answer.statusCode ?? 0, headers: answerHeaders }));
+      });
+    });
+    sent.on('error', reject);
+    sent.end(body);
+  });
 }
 
 let applications = 0;
