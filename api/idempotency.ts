@@ -1,6 +1,7 @@
 /**
  * Idempotency (sections 7 and 8). Every mutation carries `idempotency-key` (1-255 visible ASCII). Keys are scoped
- * to the credential's application. The first request with a key runs inside one transaction that also stores its
+ * to their sender (api/idempotency-scopes.ts: the application's keys share one scope, each person's tokens have
+ * theirs), and the sender is part of the fingerprint. The first request with a key runs inside one transaction that also stores its
  * answer, under a transaction-scoped advisory lock on (scope, key):
  * - a retry while it runs cannot take the lock: 409 `idempotency_in_progress`;
  * - a retry after it committed replays the stored answer with `idempotent-replayed: true` (a lost answer is safe);
@@ -136,30 +137,22 @@ function inProgress(): ApiError {
 }
 
 /**
- * Takes the key's lock in the transaction `db` runs and decides from its record: the stored answer to replay, or
- * undefined when the request runs (an expired record is deleted first). 409 while another request holds the key or
- * its answer is pending; 422 when the key was used for another request.
+ * Where an older version kept the answers of this sender, read while those may still be replayed (24 hours after an
+ * upgrade): the scope and the fingerprint it gave the same request (api/idempotency-scopes.ts).
  */
-async function takeKey(
+export interface EarlierRecord {
+  scope: string;
+  print: Buffer;
+}
+
+/** The stored answer of a live record that is this request's: 409 while it is pending. */
+async function replayOf(
   db: Queryable,
   store: AnswerStore,
   scope: string,
   key: string,
-  print: Buffer,
-): Promise<StoredAnswer | undefined> {
-  const { locked, record } = await lockAndReadRecord(db, scope, key);
-  if (!locked) throw inProgress();
-  if (record === undefined) return undefined;
-  if (!record.live) {
-    await deleteRecord(db, scope, key);
-    return undefined;
-  }
-  if (!record.fingerprint.equals(print)) {
-    throw new ApiError(
-      'idempotency_key_reused',
-      'this idempotency-key was used for a different request in the last 24 hours',
-    );
-  }
+  record: StoredRecord,
+): Promise<StoredAnswer> {
   if (record.pending) throw inProgress();
   const body = openAnswer(store, scope, key, record);
   // A provisional answer past its time stands as the answer (its request ended before finishing it); one an older
@@ -170,12 +163,48 @@ async function takeKey(
   return { status: record.status_code, body, replayed: true };
 }
 
+/**
+ * Takes the key's lock in the transaction `db` runs and decides from its record: the stored answer to replay, or
+ * undefined when the request runs (an expired record is deleted first). 409 while another request holds the key or
+ * its answer is pending; 422 when the key was used for another request. A record an older version kept for this
+ * sender elsewhere (`earlier`) is replayed when it is this request's; another request's there is none of its
+ * business.
+ */
+async function takeKey(
+  db: Queryable,
+  store: AnswerStore,
+  scope: string,
+  key: string,
+  print: Buffer,
+  earlier: EarlierRecord | undefined,
+): Promise<StoredAnswer | undefined> {
+  const { locked, record, earlier: earlierRecord } = await lockAndReadRecord(db, scope, key, earlier?.scope);
+  if (!locked) throw inProgress();
+  if (record !== undefined && !record.live) await deleteRecord(db, scope, key);
+  else if (record !== undefined) {
+    const same =
+      record.fingerprint.equals(print) || (earlier?.scope === scope && record.fingerprint.equals(earlier.print));
+    if (!same) {
+      throw new ApiError(
+        'idempotency_key_reused',
+        'this idempotency-key was used for a different request in the last 24 hours',
+      );
+    }
+    return replayOf(db, store, scope, key, record);
+  }
+  if (earlier !== undefined && earlierRecord?.live === true && earlierRecord.fingerprint.equals(earlier.print)) {
+    return replayOf(db, store, earlier.scope, key, earlierRecord);
+  }
+  return undefined;
+}
+
 export async function runIdempotent(
   store: AnswerStore,
   scope: string,
   key: string,
   print: Buffer,
   work: (db: Queryable, afterCommit: (effect: () => void) => void) => Promise<Answer>,
+  earlier?: EarlierRecord,
 ): Promise<StoredAnswer> {
   const effects: (() => void)[] = [];
   let answer: { status: number; body: string };
@@ -183,7 +212,7 @@ export async function runIdempotent(
   const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
-    const replay = await takeKey(client, store, scope, key, print);
+    const replay = await takeKey(client, store, scope, key, print, earlier);
     if (replay !== undefined) {
       await client.query('COMMIT');
       return replay;
@@ -201,7 +230,7 @@ export async function runIdempotent(
       effects.length = 0;
       answer = { status: error.status, body: JSON.stringify(error.body()) };
       await client.query('BEGIN');
-      const stored = await takeKey(client, store, scope, key, print);
+      const stored = await takeKey(client, store, scope, key, print, earlier);
       if (stored !== undefined) {
         await client.query('COMMIT');
         return stored;

@@ -19,30 +19,63 @@ export interface StoredRecord {
   provisional: boolean;
 }
 
+const recordColumns = (alias: string, prefix: string) =>
+  `${alias}.scope IS NOT NULL AS ${prefix}found, ${alias}.fingerprint AS ${prefix}fingerprint,
+   ${alias}.status_code AS ${prefix}status_code, ${alias}.response_body AS ${prefix}response_body,
+   ${alias}.sealed AS ${prefix}sealed, ${alias}.created_at > now() - make_interval(hours => $4) AS ${prefix}live,
+   coalesce(${alias}.pending_until > clock_timestamp(), false) AS ${prefix}pending,
+   ${alias}.pending_until IS NOT NULL AS ${prefix}provisional`;
+
+function recordFrom(row: Record<string, unknown>, prefix: string): StoredRecord | undefined {
+  if (row[`${prefix}found`] !== true) return undefined;
+  return {
+    fingerprint: row[`${prefix}fingerprint`] as Buffer,
+    status_code: row[`${prefix}status_code`] as number,
+    response_body: row[`${prefix}response_body`] as string,
+    sealed: row[`${prefix}sealed`] as boolean,
+    live: row[`${prefix}live`] as boolean,
+    pending: row[`${prefix}pending`] as boolean,
+    provisional: row[`${prefix}provisional`] as boolean,
+  };
+}
+
+export interface LockedRecord {
+  locked: boolean;
+  /** The record of (scope, key), when the lock was taken. */
+  record: StoredRecord | undefined;
+  /** The record of (earlierScope, key) when asked for and the lock was taken: where an older version kept it. */
+  earlier: StoredRecord | undefined;
+}
+
 /**
  * Takes the transaction-scoped advisory lock on (scope, key), false while another transaction holds it, and reads the
- * record of (scope, key), live while within its retention, in one statement. The record is read as of the
- * statement's start: one that a transaction holding the lock committed just then is not seen, and this
- * transaction's `insertRecord` finds it (`RecordExistsError`).
+ * record of (scope, key), live while within its retention, in one statement; with `earlierScope`, the record of
+ * (earlierScope, key) too (read only: its lock is not taken). The records are read as of the statement's start: one
+ * that a transaction holding the lock committed just then is not seen, and this transaction's `insertRecord` finds
+ * it (`RecordExistsError`).
  */
 export async function lockAndReadRecord(
   db: Queryable,
   scope: string,
   key: string,
-): Promise<{ locked: boolean; record: StoredRecord | undefined }> {
-  const result = await db.query<StoredRecord & { locked: boolean; found: boolean }>({
+  earlierScope?: string,
+): Promise<LockedRecord> {
+  const result = await db.query<Record<string, unknown>>({
     name: 'sb-idempotency-lock-read',
-    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, r.scope IS NOT NULL AS found,
-                  r.fingerprint, r.status_code, r.response_body, r.sealed,
-                  r.created_at > now() - make_interval(hours => $4) AS live,
-                  coalesce(r.pending_until > clock_timestamp(), false) AS pending,
-                  r.pending_until IS NOT NULL AS provisional
+    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, ${recordColumns('r', '')},
+                  ${recordColumns('e', 'earlier_')}
              FROM (VALUES (1)) AS one
-             LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3`,
-    values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours],
+             LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3
+             LEFT JOIN idempotency_records e ON e.scope = $5::text AND e.key = $3 AND $5::text <> $2`,
+    values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours, earlierScope ?? null],
   });
-  const { locked, found, ...record } = result.rows[0] as StoredRecord & { locked: boolean; found: boolean };
-  return { locked, record: locked && found ? record : undefined };
+  const row = result.rows[0] as Record<string, unknown>;
+  const locked = row.locked as boolean;
+  return {
+    locked,
+    record: locked ? recordFrom(row, '') : undefined,
+    earlier: locked ? recordFrom(row, 'earlier_') : undefined,
+  };
 }
 
 /** The record an `insertRecord` would write exists: another request with the key committed its answer just now. */

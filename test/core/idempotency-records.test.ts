@@ -36,10 +36,10 @@ test('the lock is one transaction’s at a time, and the read sees the record on
   const first = await pool.connect();
   try {
     await first.query('BEGIN');
-    t.deepEqual(await lockAndReadRecord(first, scope, 'k1'), { locked: true, record: undefined });
+    t.deepEqual(await lockAndReadRecord(first, scope, 'k1'), { locked: true, record: undefined, earlier: undefined });
     // Another transaction cannot take it while the first holds it, and reads nothing then.
     const other = await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k1'));
-    t.deepEqual(other, { locked: false, record: undefined });
+    t.deepEqual(other, { locked: false, record: undefined, earlier: undefined });
     // Another key is another lock.
     t.true((await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k2'))).locked);
     await insertRecord(first, record(scope, 'k1'), null);

@@ -10,12 +10,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
+import { mintToken } from '../../api/tokens.ts';
 import { type CallRow, type NewCall, startCall } from '../../core/calls/calls.ts';
 import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
+import { createMember, type MemberRow } from '../../core/identity/members.ts';
 import { type Role, startRoles } from '../../app/roles.ts';
 import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
+import { loadSigningKeys } from '../../core/service-secret.ts';
 import { freshDatabase } from './database.ts';
 
 export interface Answer {
@@ -214,6 +217,33 @@ export async function userToken(
   });
   if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
   return answer.body.token as string;
+}
+
+/**
+ * A new member of the setup's workspace and a member token of theirs with these scopes, minted as operation 2 mints
+ * one (with the service's token key), without a sign-in.
+ */
+export async function memberToken(
+  service: TestService,
+  setup: WorkspaceSetup,
+  scopes: Scope[] = ['devices:*'],
+): Promise<{ member: MemberRow; token: string }> {
+  const member = await createMember(service.pool, {
+    workspaceId: setup.workspace.id,
+    email: `member-${randomUUID()}@example.com`,
+    scopes,
+  });
+  const keys = await loadSigningKeys(service.pool, undefined);
+  const claims = {
+    kind: 'member' as const,
+    applicationId: setup.applicationId,
+    workspaceId: setup.workspace.id,
+    externalWorkspaceId: setup.workspace.externalWorkspaceId,
+    subjectId: member.id,
+    externalUserId: null,
+    scopes,
+  };
+  return { member, token: (await mintToken(keys.tokens, claims)).token };
 }
 
 /** An inbound call of the setup's workspace, written as the engine writes one (core/calls/calls.ts), at `initiated`. */
