@@ -30,6 +30,7 @@ import {
   deleteRecord,
   finishRecord,
   insertRecord,
+  purgeExpiredCounts,
   purgeExpiredRecords,
   lockAndReadRecord,
   RecordExistsError,
@@ -110,10 +111,22 @@ export interface StoredAnswer {
   replayed: boolean;
 }
 
-/** Where answers are stored, and the key they are sealed with (SigningKeys.idempotentAnswers). */
+/** What one scope may store (docs/foundation.md, "Idempotency"; settings IDEMPOTENCY_ANSWERS_PER_SCOPE and so on). */
+export interface AnswerLimits {
+  /** Live answers per scope. */
+  answers: number;
+  /** Bytes of live answers per scope, as stored (sealed). */
+  bytes: number;
+  /** Bytes of one answer's JSON. */
+  answerBytes: number;
+}
+
+/** Where answers are stored, the key they are sealed with (SigningKeys.idempotentAnswers), and what a scope may store. */
 export interface AnswerStore {
   pool: pg.Pool;
   key: Uint8Array;
+  /** None: no limit (tests of the run alone). */
+  limits?: AnswerLimits;
 }
 
 /** The associated data of a sealed answer: the record it belongs to. */
@@ -178,7 +191,7 @@ async function takeKey(
   print: Buffer,
   earlier: EarlierRecord | undefined,
 ): Promise<StoredAnswer | undefined> {
-  const { locked, record, earlier: earlierRecord } = await lockAndReadRecord(db, scope, key, earlier?.scope);
+  const { locked, stored, record, earlier: earlierRecord } = await lockAndReadRecord(db, scope, key, earlier?.scope);
   if (!locked) throw inProgress();
   if (record !== undefined && !record.live) await deleteRecord(db, scope, key);
   else if (record !== undefined) {
@@ -194,6 +207,15 @@ async function takeKey(
   }
   if (earlier !== undefined && earlierRecord?.live === true && earlierRecord.fingerprint.equals(earlier.print)) {
     return replayOf(db, store, earlier.scope, key, earlierRecord);
+  }
+  const limits = store.limits;
+  if (limits !== undefined && (stored.answers >= limits.answers || stored.bytes >= limits.bytes)) {
+    // Before any work, and not stored: the same request runs once older answers have expired.
+    throw new ApiError(
+      'limit_exceeded',
+      `this credential's scope keeps ${stored.answers} idempotent answers (${stored.bytes} bytes) of the last 24 ` +
+        `hours, at most ${limits.answers} (${limits.bytes} bytes) are kept; retry once older ones expire`,
+    );
   }
   return undefined;
 }
@@ -220,6 +242,15 @@ export async function runIdempotent(
     try {
       const result = await work(client, (effect) => effects.push(effect));
       answer = { status: result.status, body: JSON.stringify(result.body) };
+      const size = Buffer.byteLength(answer.body);
+      if (store.limits !== undefined && size > store.limits.answerBytes) {
+        // Refused as any 4xx is: the change rolls back, and this (small) answer is the one kept for the key.
+        throw new ApiError(
+          'payload_too_large',
+          `the answer would be ${size} bytes, more than the ${store.limits.answerBytes} an idempotent answer may ` +
+            'keep; nothing was changed',
+        );
+      }
       later = result.finishLater;
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
@@ -307,7 +338,7 @@ export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal)
   return sealed;
 }
 
-/** Deletes the records past their retention, a batch per statement, until none is left. */
+/** Deletes the records past their retention, a batch per statement, until none is left; then their hours' counts. */
 export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSignal): Promise<number> {
   let purged = 0;
   while (signal?.aborted !== true) {
@@ -315,6 +346,7 @@ export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSigna
     purged += count;
     if (count < batchSize) break;
   }
+  if (signal?.aborted !== true) await purgeExpiredCounts(db);
   return purged;
 }
 

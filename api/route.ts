@@ -132,7 +132,16 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
   const optionalBody = definition.optionalBody === true || operation.method === 'DELETE';
   const bodyRequired = definition.schemas.body !== undefined && !optionalBody;
   services.implemented.set(id, { ...definition.schemas, optionalBody });
-  const answers = { pool: services.pool, key: services.keys.idempotentAnswers };
+  const answers = {
+    pool: services.pool,
+    key: services.keys.idempotentAnswers,
+    limits: {
+      answers: services.config.idempotency.answersPerScope,
+      bytes: services.config.idempotency.bytesPerScope,
+      // An answer may echo its request's body (a routing plan's definition) and add to it.
+      answerBytes: 2 * services.config.bodyLimit,
+    },
+  };
   app.route({
     method: operation.method,
     url: operation.path,

@@ -1,8 +1,10 @@
 /**
  * The `idempotency_records` table: the stored answers of mutations (sections 7 and 8; the rules are in
- * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours. The statements run on
+ * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours; and
+ * `idempotency_counts`, what each scope stored by the hour, against which its limits are checked. The statements run on
  * the connection (and in the transaction) the caller holds.
  */
+import { randomInt } from 'node:crypto';
 import type { Queryable } from '../database.ts';
 
 const idempotencyRetentionHours = 24;
@@ -39,8 +41,16 @@ function recordFrom(row: Record<string, unknown>, prefix: string): StoredRecord 
   };
 }
 
+/** What a scope has stored in the last 24 hours (counted by the hour: the oldest, partly expired hour is left out). */
+export interface ScopeUsage {
+  answers: number;
+  bytes: number;
+}
+
 export interface LockedRecord {
   locked: boolean;
+  /** What the scope has stored (idempotency_counts). */
+  stored: ScopeUsage;
   /** The record of (scope, key), when the lock was taken. */
   record: StoredRecord | undefined;
   /** The record of (earlierScope, key) when asked for and the lock was taken: where an older version kept it. */
@@ -63,8 +73,10 @@ export async function lockAndReadRecord(
   const result = await db.query<Record<string, unknown>>({
     name: 'sb-idempotency-lock-read',
     text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, ${recordColumns('r', '')},
-                  ${recordColumns('e', 'earlier_')}
+                  ${recordColumns('e', 'earlier_')}, c.answers AS stored_answers, c.bytes AS stored_bytes
              FROM (VALUES (1)) AS one
+             CROSS JOIN (SELECT coalesce(sum(answers), 0)::float8 AS answers, coalesce(sum(bytes), 0)::float8 AS bytes
+                           FROM idempotency_counts WHERE scope = $2 AND hour > now() - make_interval(hours => $4)) AS c
              LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3
              LEFT JOIN idempotency_records e ON e.scope = $5::text AND e.key = $3 AND $5::text <> $2`,
     values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours, earlierScope ?? null],
@@ -73,6 +85,7 @@ export async function lockAndReadRecord(
   const locked = row.locked as boolean;
   return {
     locked,
+    stored: { answers: row.stored_answers as number, bytes: row.stored_bytes as number },
     record: locked ? recordFrom(row, '') : undefined,
     earlier: locked ? recordFrom(row, 'earlier_') : undefined,
   };
@@ -98,7 +111,13 @@ export async function deleteRecord(db: Queryable, scope: string, key: string): P
   await db.query('DELETE FROM idempotency_records WHERE scope = $1 AND key = $2', [scope, key]);
 }
 
-/** Stores a sealed answer; pending for `pendingSecs` when the answer is provisional (null: final). */
+/** Shards of a scope's hour in idempotency_counts. */
+const countShards = 8;
+
+/**
+ * Stores a sealed answer, counted in its scope's hour (one of its shards, at random) in the same statement; pending
+ * for `pendingSecs` when the answer is provisional (null: final).
+ */
 export async function insertRecord(
   db: Queryable,
   record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
@@ -107,9 +126,22 @@ export async function insertRecord(
   try {
     await db.query({
       name: 'sb-idempotency-insert',
-      text: `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
+      text: `WITH counted AS (
+               INSERT INTO idempotency_counts AS c (scope, hour, shard, answers, bytes)
+               VALUES ($1, date_trunc('hour', now(), 'UTC'), $7, 1, octet_length($5))
+               ON CONFLICT (scope, hour, shard)
+               DO UPDATE SET answers = c.answers + 1, bytes = c.bytes + excluded.bytes)
+             INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
                VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
-      values: [record.scope, record.key, record.fingerprint, record.status, record.sealedBody, pendingSecs],
+      values: [
+        record.scope,
+        record.key,
+        record.fingerprint,
+        record.status,
+        record.sealedBody,
+        pendingSecs,
+        randomInt(countShards),
+      ],
     });
   } catch (error) {
     if ((error as { code?: string }).code === '23505') throw new RecordExistsError();
@@ -182,6 +214,14 @@ export async function sealRecords(
     ],
   );
   return updated.rowCount ?? 0;
+}
+
+/** Deletes the counts of hours no record of which is live any more. */
+export async function purgeExpiredCounts(db: Queryable): Promise<number> {
+  const result = await db.query('DELETE FROM idempotency_counts WHERE hour < now() - make_interval(hours => $1)', [
+    idempotencyRetentionHours + 1,
+  ]);
+  return result.rowCount ?? 0;
 }
 
 /** Deletes up to `limit` records past their retention; how many went. */

@@ -3,7 +3,7 @@
  * application's keys and its legacy secret share one key space, each user's and member's tokens have their own, so a
  * browser's key never blocks the backend's request nor tells it anything, and the backend's retry after a key
  * rotation still replays. Answers stored before the scopes were split (under the application's scope, fingerprinted
- * with the key's id) still replay to their sender.
+ * with the key's id) still replay to their sender. A scope past its most answers is 409 `limit_exceeded`, others not.
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
@@ -19,13 +19,18 @@ import {
 } from '../helpers/service.ts';
 
 let service: TestService;
+/** A service whose scopes keep at most 3 answers. */
+let limited: TestService;
 
 test.before(async () => {
-  service = await startService({}, ['api']);
+  [service, limited] = await Promise.all([
+    startService({}, ['api']),
+    startService({ IDEMPOTENCY_ANSWERS_PER_SCOPE: '3' }, ['api']),
+  ]);
 });
 
 test.after.always(async () => {
-  await service?.close();
+  await Promise.all([service?.close(), limited?.close()]);
 });
 
 const replayed = (answer: Answer) => answer.headers.get('idempotent-replayed') === 'true';
@@ -203,4 +208,41 @@ test('answers stored before the scopes were split still replay to their sender, 
   });
   t.is(mine.status, 201, mine.text);
   t.false(replayed(mine));
+});
+
+test("a scope past IDEMPOTENCY_ANSWERS_PER_SCOPE is 409 limit_exceeded; a user's scope and replays are not", async (t) => {
+  // The workspace and alice are the application's first two answers; alice's token the third.
+  const setup = await workspaceWithUser(limited);
+  const mint = () =>
+    limited.request('POST', '/api/v1/sessions', {
+      auth: setup.apiKey,
+      idempotencyKey: 'third',
+      body: {
+        externalWorkspaceId: setup.workspace.externalWorkspaceId,
+        externalUserId: 'alice',
+        scopes: ['devices:*'],
+      },
+    });
+  const session = await mint();
+  t.is(session.status, 201, session.text);
+  const refused = await limited.request('POST', '/api/v1/users', {
+    auth: setup.apiKey,
+    workspaceId: setup.workspace.id,
+    body: { externalUserId: 'carol', displayName: 'Carol' },
+  });
+  t.is(refused.status, 409, refused.text);
+  t.deepEqual(Object.keys(refused.body), ['error']);
+  t.is(refused.body.error.code, 'limit_exceeded');
+  t.regex(refused.body.error.message, /at most 3/);
+  const users = await limited.pool.query('SELECT 1 FROM app_users WHERE workspace_id = $1', [setup.workspace.id]);
+  t.is(users.rowCount, 1, 'carol was not created');
+  // The backend's retry of an answered request still replays; alice's token has a scope of its own.
+  const again = await mint();
+  t.true(replayed(again));
+  t.is(again.body.token, session.body.token);
+  const device = await limited.request('POST', '/api/v1/devices', {
+    auth: session.body.token,
+    body: { kind: 'browser' },
+  });
+  t.is(device.status, 201, device.text);
 });

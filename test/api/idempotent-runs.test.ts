@@ -68,3 +68,61 @@ test('a 2xx commits its writes with its answer; a 5xx stores nothing, and the re
   t.like(await runIdempotent(store, scope, 'k', print, create), { status: 201, replayed: true });
   t.is(runs, 2);
 });
+
+type Work = Parameters<typeof runIdempotent>[4];
+
+test('a scope that keeps its most answers is 409 limit_exceeded before any work, stores nothing; replays still replay', async (t) => {
+  const limited: AnswerStore = { ...store, limits: { answers: 3, bytes: 1_000_000, answerBytes: 1_000_000 } };
+  const scope = `app-${randomUUID()}`;
+  let runs = 0;
+  const create: Work = async (db) => {
+    runs += 1;
+    const id = randomUUID();
+    await db.query('INSERT INTO scratch_writes (id) VALUES ($1)', [id]);
+    return { status: 201, body: { id } };
+  };
+  for (const key of ['k1', 'k2', 'k3'])
+    t.like(await runIdempotent(limited, scope, key, print, create), { status: 201 });
+  const refused = await t.throwsAsync(runIdempotent(limited, scope, 'k4', print, create), { instanceOf: ApiError });
+  t.is((refused as ApiError).code, 'limit_exceeded');
+  t.regex(refused?.message ?? '', /3 idempotent answers .* at most 3/);
+  t.is(runs, 3, 'the refused request did not run');
+  // Not stored: the same key is refused again (it runs once older answers expire), and the earlier keys replay.
+  await t.throwsAsync(runIdempotent(limited, scope, 'k4', print, create), { message: /at most 3/ });
+  t.like(await runIdempotent(limited, scope, 'k1', print, create), { status: 201, replayed: true });
+  // Another scope has its own count.
+  t.like(await runIdempotent(limited, `user-${randomUUID()}`, 'k4', print, create), { status: 201, replayed: false });
+  const stored = await store.pool.query('SELECT count(*)::int AS n FROM idempotency_records WHERE scope = $1', [scope]);
+  t.is(stored.rows[0].n, 3);
+});
+
+test('a scope past its bytes is 409 limit_exceeded; answers of old hours no longer count', async (t) => {
+  const limited: AnswerStore = { ...store, limits: { answers: 1_000, bytes: 4_000, answerBytes: 1_000_000 } };
+  const scope = `app-${randomUUID()}`;
+  const large: Work = async () => ({ status: 201, body: { note: 'x'.repeat(1_500) } });
+  // Each answer is stored sealed (base64, a little over 2,000 bytes): the second passes the 4,000.
+  t.like(await runIdempotent(limited, scope, 'a', print, large), { status: 201 });
+  t.like(await runIdempotent(limited, scope, 'b', print, large), { status: 201 });
+  await t.throwsAsync(runIdempotent(limited, scope, 'c', print, large), { message: /bytes/ });
+  // Their hour moves out of the last 24 hours (the records themselves expire alike): the scope may store again.
+  await store.pool.query(`UPDATE idempotency_counts SET hour = hour - interval '25 hours' WHERE scope = $1`, [scope]);
+  t.like(await runIdempotent(limited, scope, 'c', print, large), { status: 201, replayed: false });
+});
+
+test('an answer larger than an idempotent answer may be is 413: the change rolls back, and the retry gets the 413', async (t) => {
+  const limited: AnswerStore = { ...store, limits: { answers: 1_000, bytes: 1_000_000, answerBytes: 1_000 } };
+  const scope = `app-${randomUUID()}`;
+  const row = randomUUID();
+  let runs = 0;
+  const create: Work = async (db) => {
+    runs += 1;
+    await db.query('INSERT INTO scratch_writes (id) VALUES ($1)', [row]);
+    return { status: 201, body: { id: row, note: 'x'.repeat(1_000) } };
+  };
+  const first = await runIdempotent(limited, scope, 'k', print, create);
+  t.like(first, { status: 413, replayed: false });
+  t.is(JSON.parse(first.body).error.code, 'payload_too_large');
+  t.false(await written(row), 'nothing was changed');
+  t.deepEqual(await runIdempotent(limited, scope, 'k', print, create), { ...first, replayed: true });
+  t.is(runs, 1);
+});
