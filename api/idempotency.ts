@@ -1,8 +1,8 @@
 /**
  * Idempotency (sections 7 and 8). Every mutation carries `idempotency-key` (1-255 visible ASCII). Keys are scoped
  * to their sender (api/idempotency-scopes.ts: the application's keys share one scope, each person's tokens have
- * theirs), and the sender is part of the fingerprint. The first request with a key runs inside one transaction that also stores its
- * answer, under a transaction-scoped advisory lock on (scope, key):
+ * theirs), and the sender is part of the fingerprint. The first request with a key runs inside one transaction that
+ * also stores its answer, under a transaction-scoped advisory lock on (scope, key):
  * - a retry while it runs cannot take the lock: 409 `idempotency_in_progress`;
  * - a retry after it committed replays the stored answer with `idempotent-replayed: true` (a lost answer is safe);
  * - a different body with the same key within 24 hours: 422 `idempotency_key_reused`;
@@ -18,6 +18,10 @@
  * meanwhile is 409 `idempotency_in_progress`, as while a transaction runs; a retry after the pending time (the first
  * request's process died) takes the provisional answer as final, and a request that finishes later answers with
  * whatever was stored first, so every answer to one key is the same.
+ *
+ * A scope keeps at most so many answers and bytes (AnswerLimits: counted by api/answer-tally.ts, checked with the
+ * key's lock; past them 409 `limit_exceeded` before any work, not stored), and one answer at most `answerBytes` (a
+ * larger one is a 413 refusal, stored as any 4xx).
  *
  * The records' statements are in core/idempotency/records.ts; this file holds the rules and the transaction.
  */
@@ -40,6 +44,7 @@ import {
   type StoredRecord,
 } from '../core/idempotency/records.ts';
 import { openSecret, sealSecret } from '../core/sealing.ts';
+import type { AnswerTally } from './answer-tally.ts';
 
 const keyPattern = /^[\x21-\x7e]{1,255}$/;
 /** Past an operation's own bound, the time left to store its finished answer before a retry settles it. */
@@ -121,12 +126,16 @@ export interface AnswerLimits {
   answerBytes: number;
 }
 
-/** Where answers are stored, the key they are sealed with (SigningKeys.idempotentAnswers), and what a scope may store. */
+/**
+ * Where answers are stored, the key they are sealed with (SigningKeys.idempotentAnswers), and what a scope may store.
+ */
 export interface AnswerStore {
   pool: pg.Pool;
   key: Uint8Array;
   /** None: no limit (tests of the run alone). */
   limits?: AnswerLimits;
+  /** Where the answers stored are counted (the process's one); with `limits`. */
+  tally?: AnswerTally;
 }
 
 /** The associated data of a sealed answer: the record it belongs to. */
@@ -209,12 +218,15 @@ async function takeKey(
     return replayOf(db, store, earlier.scope, key, earlierRecord);
   }
   const limits = store.limits;
-  if (limits !== undefined && (stored.answers >= limits.answers || stored.bytes >= limits.bytes)) {
+  const here = store.tally?.pending(scope) ?? { answers: 0, bytes: 0 };
+  const answers = stored.answers + here.answers;
+  const bytes = stored.bytes + here.bytes;
+  if (limits !== undefined && (answers >= limits.answers || bytes >= limits.bytes)) {
     // Before any work, and not stored: the same request runs once older answers have expired.
     throw new ApiError(
       'limit_exceeded',
-      `this credential's scope keeps ${stored.answers} idempotent answers (${stored.bytes} bytes) of the last 24 ` +
-        `hours, at most ${limits.answers} (${limits.bytes} bytes) are kept; retry once older ones expire`,
+      `this credential's scope keeps ${answers} idempotent answers (${bytes} bytes) of the last 24 hours, at most ` +
+        `${limits.answers} (${limits.bytes} bytes) are kept; retry once older ones expire`,
     );
   }
   return undefined;
@@ -267,15 +279,10 @@ export async function runIdempotent(
         return stored;
       }
     }
+    const sealedBody = sealAnswer(store, scope, key, answer.status, answer.body);
     await insertRecord(
       client,
-      {
-        scope,
-        key,
-        fingerprint: print,
-        status: answer.status,
-        sealedBody: sealAnswer(store, scope, key, answer.status, answer.body),
-      },
+      { scope, key, fingerprint: print, status: answer.status, sealedBody },
       later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
     ).catch((error: unknown) => {
       // The request with this key that held the lock committed just as this one read (lockAndReadRecord): this
@@ -283,6 +290,7 @@ export async function runIdempotent(
       throw error instanceof RecordExistsError ? inProgress() : error;
     });
     await client.query('COMMIT');
+    store.tally?.add(scope, Buffer.byteLength(sealedBody));
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;

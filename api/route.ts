@@ -13,6 +13,7 @@ import { ApiError } from '../core/errors.ts';
 import { describeUnacceptableInput } from '../core/validation.ts';
 import type { ResourceStore } from '../core/resources/store.ts';
 import type { SigningKeys } from '../core/service-secret.ts';
+import type { AnswerTally } from './answer-tally.ts';
 import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
 import { type Answer, fingerprint, runIdempotent } from './idempotency.ts';
 import { senderOf } from './idempotency-scopes.ts';
@@ -36,6 +37,8 @@ export interface Services {
   hangupWaitMs?: number;
   /** The process's Prometheus registry, for the API's own gauges (the long-polls waiting). */
   registry?: Registry;
+  /** Counts the idempotent answers this process stores (api/answer-tally.ts); set by registerApi. */
+  answerTally?: AnswerTally;
 }
 
 export interface OperationSchemas {
@@ -141,6 +144,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
       // An answer may echo its request's body (a routing plan's definition) and add to it.
       answerBytes: 2 * services.config.bodyLimit,
     },
+    ...(services.answerTally === undefined ? {} : { tally: services.answerTally }),
   };
   app.route({
     method: operation.method,

@@ -1,10 +1,9 @@
 /**
  * The `idempotency_records` table: the stored answers of mutations (sections 7 and 8; the rules are in
  * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours; and
- * `idempotency_counts`, what each scope stored by the hour, against which its limits are checked. The statements run on
- * the connection (and in the transaction) the caller holds.
+ * `idempotency_counts`, what each scope stored by the hour, against which its limits are checked. The statements run
+ * on the connection (and in the transaction) the caller holds.
  */
-import { randomInt } from 'node:crypto';
 import type { Queryable } from '../database.ts';
 
 const idempotencyRetentionHours = 24;
@@ -41,7 +40,10 @@ function recordFrom(row: Record<string, unknown>, prefix: string): StoredRecord 
   };
 }
 
-/** What a scope has stored in the last 24 hours (counted by the hour: the oldest, partly expired hour is left out). */
+/**
+ * What a scope has stored in the last 24 hours, as counted so far (by the hour: the oldest, partly expired hour is left
+ * out; each API process adds its answers about once a second).
+ */
 export interface ScopeUsage {
   answers: number;
   bytes: number;
@@ -111,13 +113,7 @@ export async function deleteRecord(db: Queryable, scope: string, key: string): P
   await db.query('DELETE FROM idempotency_records WHERE scope = $1 AND key = $2', [scope, key]);
 }
 
-/** Shards of a scope's hour in idempotency_counts. */
-const countShards = 8;
-
-/**
- * Stores a sealed answer, counted in its scope's hour (one of its shards, at random) in the same statement; pending
- * for `pendingSecs` when the answer is provisional (null: final).
- */
+/** Stores a sealed answer; pending for `pendingSecs` when the answer is provisional (null: final). */
 export async function insertRecord(
   db: Queryable,
   record: { scope: string; key: string; fingerprint: Buffer; status: number; sealedBody: string },
@@ -126,22 +122,9 @@ export async function insertRecord(
   try {
     await db.query({
       name: 'sb-idempotency-insert',
-      text: `WITH counted AS (
-               INSERT INTO idempotency_counts AS c (scope, hour, shard, answers, bytes)
-               VALUES ($1, date_trunc('hour', now(), 'UTC'), $7, 1, octet_length($5))
-               ON CONFLICT (scope, hour, shard)
-               DO UPDATE SET answers = c.answers + 1, bytes = c.bytes + excluded.bytes)
-             INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
+      text: `INSERT INTO idempotency_records (scope, key, fingerprint, status_code, response_body, sealed, pending_until)
                VALUES ($1, $2, $3, $4, $5, true, clock_timestamp() + make_interval(secs => $6::double precision))`,
-      values: [
-        record.scope,
-        record.key,
-        record.fingerprint,
-        record.status,
-        record.sealedBody,
-        pendingSecs,
-        randomInt(countShards),
-      ],
+      values: [record.scope, record.key, record.fingerprint, record.status, record.sealedBody, pendingSecs],
     });
   } catch (error) {
     if ((error as { code?: string }).code === '23505') throw new RecordExistsError();
@@ -214,6 +197,29 @@ export async function sealRecords(
     ],
   );
   return updated.rowCount ?? 0;
+}
+
+export interface ScopeCount {
+  scope: string;
+  answers: number;
+  bytes: number;
+}
+
+/**
+ * Adds answers stored to their scopes' counts of the current hour, in one statement. The rows are taken in the order
+ * of their scopes, so two processes adding at once wait on each other rather than deadlock.
+ */
+export async function addCounts(db: Queryable, counts: readonly ScopeCount[]): Promise<void> {
+  if (counts.length === 0) return;
+  const sorted = [...counts].sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0));
+  await db.query(
+    `INSERT INTO idempotency_counts AS c (scope, hour, answers, bytes)
+     SELECT scope, date_trunc('hour', now(), 'UTC'), answers, bytes
+       FROM unnest($1::text[], $2::integer[], $3::bigint[]) WITH ORDINALITY AS v(scope, answers, bytes, n)
+      ORDER BY n
+     ON CONFLICT (scope, hour) DO UPDATE SET answers = c.answers + excluded.answers, bytes = c.bytes + excluded.bytes`,
+    [sorted.map((count) => count.scope), sorted.map((count) => count.answers), sorted.map((count) => count.bytes)],
+  );
 }
 
 /** Deletes the counts of hours no record of which is live any more. */

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import pg from 'pg';
 import { inTransaction } from '../../core/database.ts';
-import { insertRecord, lockAndReadRecord, RecordExistsError } from '../../core/idempotency/records.ts';
+import { addCounts, insertRecord, lockAndReadRecord, RecordExistsError } from '../../core/idempotency/records.ts';
 import { freshDatabase, type TestDatabase } from '../helpers/database.ts';
 
 let database: TestDatabase;
@@ -57,11 +57,18 @@ test('the lock is one transaction’s at a time, and the read sees the record on
   t.true(after.locked);
   t.like(after.record, { status_code: 201, response_body: 'sealed', live: true, pending: false, provisional: false });
   t.true(after.record?.fingerprint.equals(Buffer.from('print')));
-  // The scope's count has the answer and its bytes as stored.
-  t.deepEqual(after.stored, { answers: 1, bytes: 'sealed'.length });
+  // The scope's counts are what was added to them.
+  t.deepEqual(after.stored, { answers: 0, bytes: 0 });
+  await addCounts(pool, [
+    { scope, answers: 1, bytes: 6 },
+    { scope: `${scope}-other`, answers: 5, bytes: 50 },
+  ]);
+  await addCounts(pool, [{ scope, answers: 2, bytes: 10 }]);
+  const counted = await inTransaction(pool, (db) => lockAndReadRecord(db, scope, 'k1'));
+  t.deepEqual(counted.stored, { answers: 3, bytes: 16 });
 });
 
-test("the record of an earlier scope is read beside the scope's own, never locked, and counts are per scope", async (t) => {
+test("the record of an earlier scope is read beside the scope's own, and its lock is not taken", async (t) => {
   const scope = `user-${randomUUID()}`;
   const earlierScope = `app-${randomUUID()}`;
   await inTransaction(pool, (db) => insertRecord(db, { ...record(earlierScope, 'k'), sealedBody: 'older' }, null));
@@ -75,7 +82,7 @@ test("the record of an earlier scope is read beside the scope's own, never locke
     await lockAndReadRecord(client, scope, 'k', earlierScope);
     const own = await inTransaction(pool, (db) => lockAndReadRecord(db, earlierScope, 'k'));
     t.true(own.locked);
-    t.deepEqual(own.stored, { answers: 1, bytes: 'older'.length });
+    t.like(own.record, { response_body: 'older' });
     await client.query('ROLLBACK');
   } finally {
     client.release();
