@@ -1,7 +1,8 @@
 /**
  * Idempotency (sections 7 and 8). Every mutation carries `idempotency-key` (1-255 visible ASCII). Keys are scoped
- * to the credential's application. The first request with a key runs inside one transaction that also stores its
- * answer, under a transaction-scoped advisory lock on (scope, key):
+ * to their sender (api/idempotency-scopes.ts: the application's keys share one scope, each person's tokens have
+ * theirs), and the sender is part of the fingerprint. The first request with a key runs inside one transaction that
+ * also stores its answer, under a transaction-scoped advisory lock on (scope, key):
  * - a retry while it runs cannot take the lock: 409 `idempotency_in_progress`;
  * - a retry after it committed replays the stored answer with `idempotent-replayed: true` (a lost answer is safe);
  * - a different body with the same key within 24 hours: 422 `idempotency_key_reused`;
@@ -18,6 +19,10 @@
  * request's process died) takes the provisional answer as final, and a request that finishes later answers with
  * whatever was stored first, so every answer to one key is the same.
  *
+ * A scope keeps at most so many answers and bytes (AnswerLimits: counted by api/answer-tally.ts, checked with the
+ * key's lock; past them 409 `limit_exceeded` before any work, not stored), and one answer at most `answerBytes` (a
+ * larger one is a 413 refusal, stored as any 4xx).
+ *
  * The records' statements are in core/idempotency/records.ts; this file holds the rules and the transaction.
  */
 import { createHash } from 'node:crypto';
@@ -29,6 +34,7 @@ import {
   deleteRecord,
   finishRecord,
   insertRecord,
+  purgeExpiredCounts,
   purgeExpiredRecords,
   lockAndReadRecord,
   RecordExistsError,
@@ -38,6 +44,7 @@ import {
   type StoredRecord,
 } from '../core/idempotency/records.ts';
 import { openSecret, sealSecret } from '../core/sealing.ts';
+import type { AnswerTally } from './answer-tally.ts';
 
 const keyPattern = /^[\x21-\x7e]{1,255}$/;
 /** Past an operation's own bound, the time left to store its finished answer before a retry settles it. */
@@ -109,10 +116,26 @@ export interface StoredAnswer {
   replayed: boolean;
 }
 
-/** Where answers are stored, and the key they are sealed with (SigningKeys.idempotentAnswers). */
+/** What one scope may store (docs/foundation.md, "Idempotency"; settings IDEMPOTENCY_ANSWERS_PER_SCOPE and so on). */
+export interface AnswerLimits {
+  /** Live answers per scope. */
+  answers: number;
+  /** Bytes of live answers per scope, as stored (sealed). */
+  bytes: number;
+  /** Bytes of one answer's JSON. */
+  answerBytes: number;
+}
+
+/**
+ * Where answers are stored, the key they are sealed with (SigningKeys.idempotentAnswers), and what a scope may store.
+ */
 export interface AnswerStore {
   pool: pg.Pool;
   key: Uint8Array;
+  /** None: no limit (tests of the run alone). */
+  limits?: AnswerLimits;
+  /** Where the answers stored are counted (the process's one); with `limits`. */
+  tally?: AnswerTally;
 }
 
 /** The associated data of a sealed answer: the record it belongs to. */
@@ -136,30 +159,22 @@ function inProgress(): ApiError {
 }
 
 /**
- * Takes the key's lock in the transaction `db` runs and decides from its record: the stored answer to replay, or
- * undefined when the request runs (an expired record is deleted first). 409 while another request holds the key or
- * its answer is pending; 422 when the key was used for another request.
+ * Where an older version kept the answers of this sender, read while those may still be replayed (24 hours after an
+ * upgrade): the scope and the fingerprint it gave the same request (api/idempotency-scopes.ts).
  */
-async function takeKey(
+export interface EarlierRecord {
+  scope: string;
+  print: Buffer;
+}
+
+/** The stored answer of a live record that is this request's: 409 while it is pending. */
+async function replayOf(
   db: Queryable,
   store: AnswerStore,
   scope: string,
   key: string,
-  print: Buffer,
-): Promise<StoredAnswer | undefined> {
-  const { locked, record } = await lockAndReadRecord(db, scope, key);
-  if (!locked) throw inProgress();
-  if (record === undefined) return undefined;
-  if (!record.live) {
-    await deleteRecord(db, scope, key);
-    return undefined;
-  }
-  if (!record.fingerprint.equals(print)) {
-    throw new ApiError(
-      'idempotency_key_reused',
-      'this idempotency-key was used for a different request in the last 24 hours',
-    );
-  }
+  record: StoredRecord,
+): Promise<StoredAnswer> {
   if (record.pending) throw inProgress();
   const body = openAnswer(store, scope, key, record);
   // A provisional answer past its time stands as the answer (its request ended before finishing it); one an older
@@ -170,12 +185,60 @@ async function takeKey(
   return { status: record.status_code, body, replayed: true };
 }
 
+/**
+ * Takes the key's lock in the transaction `db` runs and decides from its record: the stored answer to replay, or
+ * undefined when the request runs (an expired record is deleted first). 409 while another request holds the key or
+ * its answer is pending; 422 when the key was used for another request. A record an older version kept for this
+ * sender elsewhere (`earlier`) is replayed when it is this request's; another request's there is none of its
+ * business.
+ */
+async function takeKey(
+  db: Queryable,
+  store: AnswerStore,
+  scope: string,
+  key: string,
+  print: Buffer,
+  earlier: EarlierRecord | undefined,
+): Promise<StoredAnswer | undefined> {
+  const { locked, stored, record, earlier: earlierRecord } = await lockAndReadRecord(db, scope, key, earlier?.scope);
+  if (!locked) throw inProgress();
+  if (record !== undefined && !record.live) await deleteRecord(db, scope, key);
+  else if (record !== undefined) {
+    const same =
+      record.fingerprint.equals(print) || (earlier?.scope === scope && record.fingerprint.equals(earlier.print));
+    if (!same) {
+      throw new ApiError(
+        'idempotency_key_reused',
+        'this idempotency-key was used for a different request in the last 24 hours',
+      );
+    }
+    return replayOf(db, store, scope, key, record);
+  }
+  if (earlier !== undefined && earlierRecord?.live === true && earlierRecord.fingerprint.equals(earlier.print)) {
+    return replayOf(db, store, earlier.scope, key, earlierRecord);
+  }
+  const limits = store.limits;
+  const here = store.tally?.pending(scope) ?? { answers: 0, bytes: 0 };
+  const answers = stored.answers + here.answers;
+  const bytes = stored.bytes + here.bytes;
+  if (limits !== undefined && (answers >= limits.answers || bytes >= limits.bytes)) {
+    // Before any work, and not stored: the same request runs once older answers have expired.
+    throw new ApiError(
+      'limit_exceeded',
+      `this credential's scope keeps ${answers} idempotent answers (${bytes} bytes) of the last 24 hours, at most ` +
+        `${limits.answers} (${limits.bytes} bytes) are kept; retry once older ones expire`,
+    );
+  }
+  return undefined;
+}
+
 export async function runIdempotent(
   store: AnswerStore,
   scope: string,
   key: string,
   print: Buffer,
   work: (db: Queryable, afterCommit: (effect: () => void) => void) => Promise<Answer>,
+  earlier?: EarlierRecord,
 ): Promise<StoredAnswer> {
   const effects: (() => void)[] = [];
   let answer: { status: number; body: string };
@@ -183,7 +246,7 @@ export async function runIdempotent(
   const client = await store.pool.connect();
   try {
     await client.query('BEGIN');
-    const replay = await takeKey(client, store, scope, key, print);
+    const replay = await takeKey(client, store, scope, key, print, earlier);
     if (replay !== undefined) {
       await client.query('COMMIT');
       return replay;
@@ -191,6 +254,15 @@ export async function runIdempotent(
     try {
       const result = await work(client, (effect) => effects.push(effect));
       answer = { status: result.status, body: JSON.stringify(result.body) };
+      const size = Buffer.byteLength(answer.body);
+      if (store.limits !== undefined && size > store.limits.answerBytes) {
+        // Refused as any 4xx is: the change rolls back, and this (small) answer is the one kept for the key.
+        throw new ApiError(
+          'payload_too_large',
+          `the answer would be ${size} bytes, more than the ${store.limits.answerBytes} an idempotent answer may ` +
+            'keep; nothing was changed',
+        );
+      }
       later = result.finishLater;
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
@@ -201,21 +273,16 @@ export async function runIdempotent(
       effects.length = 0;
       answer = { status: error.status, body: JSON.stringify(error.body()) };
       await client.query('BEGIN');
-      const stored = await takeKey(client, store, scope, key, print);
+      const stored = await takeKey(client, store, scope, key, print, earlier);
       if (stored !== undefined) {
         await client.query('COMMIT');
         return stored;
       }
     }
+    const sealedBody = sealAnswer(store, scope, key, answer.status, answer.body);
     await insertRecord(
       client,
-      {
-        scope,
-        key,
-        fingerprint: print,
-        status: answer.status,
-        sealedBody: sealAnswer(store, scope, key, answer.status, answer.body),
-      },
+      { scope, key, fingerprint: print, status: answer.status, sealedBody },
       later === undefined ? null : (later.withinMs + finishMarginMs) / 1000,
     ).catch((error: unknown) => {
       // The request with this key that held the lock committed just as this one read (lockAndReadRecord): this
@@ -223,6 +290,7 @@ export async function runIdempotent(
       throw error instanceof RecordExistsError ? inProgress() : error;
     });
     await client.query('COMMIT');
+    store.tally?.add(scope, Buffer.byteLength(sealedBody));
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
@@ -278,7 +346,7 @@ export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal)
   return sealed;
 }
 
-/** Deletes the records past their retention, a batch per statement, until none is left. */
+/** Deletes the records past their retention, a batch per statement, until none is left; then their hours' counts. */
 export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSignal): Promise<number> {
   let purged = 0;
   while (signal?.aborted !== true) {
@@ -286,6 +354,7 @@ export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSigna
     purged += count;
     if (count < batchSize) break;
   }
+  if (signal?.aborted !== true) await purgeExpiredCounts(db);
   return purged;
 }
 

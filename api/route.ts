@@ -13,8 +13,10 @@ import { ApiError } from '../core/errors.ts';
 import { describeUnacceptableInput } from '../core/validation.ts';
 import type { ResourceStore } from '../core/resources/store.ts';
 import type { SigningKeys } from '../core/service-secret.ts';
+import type { AnswerTally } from './answer-tally.ts';
 import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
 import { type Answer, fingerprint, runIdempotent } from './idempotency.ts';
+import { senderOf } from './idempotency-scopes.ts';
 import type { LoginVerifier } from './oidc.ts';
 import { isMutation, type Operation, operationById } from './operations.ts';
 
@@ -35,6 +37,8 @@ export interface Services {
   hangupWaitMs?: number;
   /** The process's Prometheus registry, for the API's own gauges (the long-polls waiting). */
   registry?: Registry;
+  /** Counts the idempotent answers this process stores (api/answer-tally.ts); set by registerApi. */
+  answerTally?: AnswerTally;
 }
 
 export interface OperationSchemas {
@@ -103,24 +107,6 @@ async function workspaceOf(
   }
 }
 
-/** The scope idempotency keys live in: the credential's application (a member login: its subject). */
-function idempotencyScope(principal: Principal): string {
-  if (principal.applicationId !== null) return `application:${principal.applicationId}`;
-  return `login:${principal.login?.issuer}:${principal.login?.subject}`;
-}
-
-/**
- * Who sent a mutation, as part of its fingerprint: a retry must come from the same credential (same key, same
- * token subject and scopes), so that a stored answer (a new key's secret, a token) never reaches another one.
- */
-function credentialIdentity(principal: Principal): string {
-  const scopes = [...principal.scopes].sort().join(',');
-  if (principal.keyId !== undefined) return `key:${principal.keyId}`;
-  if (principal.token !== undefined) return `${principal.kind}:${principal.token.subjectId}:${scopes}`;
-  if (principal.login !== undefined) return `login:${principal.login.issuer}:${principal.login.subject}`;
-  return `${principal.kind}:${principal.applicationId}`;
-}
-
 /**
  * Refuses, for every operation alike, what no field may hold (core/validation.ts): in the body, the query, the path
  * and the workspace headers. Before the schemas, so that the answer names the character whatever the field's schema.
@@ -149,7 +135,17 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
   const optionalBody = definition.optionalBody === true || operation.method === 'DELETE';
   const bodyRequired = definition.schemas.body !== undefined && !optionalBody;
   services.implemented.set(id, { ...definition.schemas, optionalBody });
-  const answers = { pool: services.pool, key: services.keys.idempotentAnswers };
+  const answers = {
+    pool: services.pool,
+    key: services.keys.idempotentAnswers,
+    limits: {
+      answers: services.config.idempotency.answersPerScope,
+      bytes: services.config.idempotency.bytesPerScope,
+      // An answer may echo its request's body (a routing plan's definition) and add to it.
+      answerBytes: 2 * services.config.bodyLimit,
+    },
+    ...(services.answerTally === undefined ? {} : { tally: services.answerTally }),
+  };
   app.route({
     method: operation.method,
     url: operation.path,
@@ -186,21 +182,27 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
         });
         return reply.code(answer.status).send(answer.body);
       }
+      // What makes two requests the same, but for who sent them.
+      const sent = {
+        method: request.method,
+        url: request.url,
+        workspaceHeaders: [
+          header(request, 'x-service-workspace-id'),
+          header(request, 'x-service-external-workspace-id'),
+        ],
+        body: request.body,
+      };
+      const sender = senderOf(principal);
       const stored = await runIdempotent(
         answers,
-        idempotencyScope(principal),
+        sender.scope,
         request.idempotencyKey as string,
-        fingerprint({
-          credential: credentialIdentity(principal),
-          method: request.method,
-          url: request.url,
-          workspaceHeaders: [
-            header(request, 'x-service-workspace-id'),
-            header(request, 'x-service-external-workspace-id'),
-          ],
-          body: request.body,
-        }),
+        fingerprint({ ...sent, credential: sender.credential }),
         (db, afterCommit) => definition.handler({ ...base, workspace, db, body: request.body, afterCommit }),
+        sender.earlier && {
+          scope: sender.earlier.scope,
+          print: fingerprint({ ...sent, credential: sender.earlier.credential }),
+        },
       );
       if (stored.replayed) reply.header('idempotent-replayed', 'true');
       return reply.code(stored.status).type('application/json; charset=utf-8').send(stored.body);

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ChangeListener, credentialChannel } from '../core/change-notices.ts';
 import { ApiError } from '../core/errors.ts';
+import { AnswerTally } from './answer-tally.ts';
 import { Authenticator, authorize } from './auth.ts';
 import { checkIdempotencyKey, IdempotencyUpkeep } from './idempotency.ts';
 import { openApiDocument } from './openapi.ts';
@@ -52,7 +53,13 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
     () => authenticator.keysChanged('*'),
     (message) => app.log.warn(message),
   );
-  const services: Services = { ...shared, keyRevoked: (keyId) => authenticator.keysChanged(keyId) };
+  // The idempotent answers this process stores, added to their scopes' counts once a second.
+  const answerTally = new AnswerTally(shared.pool, (error) =>
+    app.log.warn({ err: error }, 'could not count the idempotent answers stored'),
+  );
+  app.addHook('onReady', async () => answerTally.start());
+  app.addHook('onClose', () => answerTally.close());
+  const services: Services = { ...shared, answerTally, keyRevoked: (keyId) => authenticator.keysChanged(keyId) };
   app.addHook('onReady', () => notices.start());
   app.addHook('onClose', () => notices.close());
   // Stored answers: sealing what an older version left in clear text, and the purge (api/idempotency.ts).

@@ -133,6 +133,20 @@ const declared = [
     },
   },
   {
+    name: 'IDEMPOTENCY_ANSWERS_PER_SCOPE',
+    default: '1000000',
+    meaning:
+      'Idempotent answers one scope (an application, a workspace key, a user, a member) keeps for 24 hours; past it mutations get 409 `limit_exceeded`.',
+    readBy: ['api'],
+  },
+  {
+    name: 'IDEMPOTENCY_BYTES_PER_SCOPE',
+    default: '1073741824',
+    meaning:
+      'Bytes of idempotent answers one scope keeps for 24 hours (as stored, sealed); past it mutations get 409 `limit_exceeded`.',
+    readBy: ['api'],
+  },
+  {
     name: 'LOG_LEVEL',
     default: 'info',
     meaning: 'fatal, error, warn, info, debug or trace. JSON lines on stdout.',
@@ -357,6 +371,8 @@ export interface Config {
   secret: string | undefined;
   oidc: OidcConfig | undefined;
   bodyLimit: number;
+  /** IDEMPOTENCY_ANSWERS_PER_SCOPE and IDEMPOTENCY_BYTES_PER_SCOPE: what one idempotency scope keeps. */
+  idempotency: { answersPerScope: number; bytesPerScope: number };
   logLevel: string;
   shutdownTimeoutMs: number;
   engineHttpPort: number;
@@ -648,6 +664,10 @@ export function loadConfig(env: Env = process.env): Config {
             allowUnverifiedEmail,
           },
     bodyLimit: integer(env, 'BODY_LIMIT', 1048576, 1024, 104857600),
+    idempotency: {
+      answersPerScope: integer(env, 'IDEMPOTENCY_ANSWERS_PER_SCOPE', 1000000, 1, 1000000000),
+      bytesPerScope: integer(env, 'IDEMPOTENCY_BYTES_PER_SCOPE', 1073741824, 1024, 1099511627776),
+    },
     logLevel,
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30000, 0, 3600000),
     engineHttpPort: integer(env, 'ENGINE_HTTP_PORT', 8081, 0, 65535),

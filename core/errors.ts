@@ -50,6 +50,7 @@ export const errorStatus = {
   unsupported_media_type: 415,
   request_timeout: 408,
   headers_too_large: 431,
+  rate_limited: 429,
   internal_error: 500,
 } as const;
 

@@ -7,12 +7,19 @@
  * Basic, the carrier's SMPP system id and password (compared in constant time; a carrier without an MMS URL, or none
  * by that name, is 401 alike, so the answer tells nothing of which carriers exist). Answers in the error envelope:
  * 401 for credentials, 400 for a body that is not the interface's, 404 for a number that is not the carrier's.
+ *
+ * Against password guessing (an SMPP password is at most 8 characters), wrong credentials are counted per source
+ * address and per carrier name as the SIP registrar counts them (core/failure-limiter.ts): at 10 in a fixed minute,
+ * every request of that address, or to that carrier, is 429 `rate_limited` with Retry-After until the minute ends,
+ * before any database work and whatever the password; a success clears both counts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Counter } from 'prom-client';
 import { Type } from 'typebox';
 import { mmsAccount } from '../../core/carriers/messaging.ts';
 import { ApiError } from '../../core/errors.ts';
+import { FailureLimiter } from '../../core/failure-limiter.ts';
 import { e164Pattern } from '../../core/ids.ts';
 import { mediaTypes } from '../../core/messages/media.ts';
 import { receiveMms, recordMmsStatus } from '../../core/messages/mms.ts';
@@ -50,21 +57,74 @@ function refused(): ApiError {
   });
 }
 
-/** The carrier named in the path when the request carries its credentials; 401 otherwise. */
-async function authenticate(services: Services, request: FastifyRequest): Promise<void> {
+/** Wrong credentials per source address and per carrier in a window before 429, as the registrar's REGISTERs. */
+const failureLimit = 10;
+const failureWindowMs = 60_000;
+
+type Outcome = 'accepted' | 'failed' | 'limited';
+
+function limited(retryAfter: number): ApiError {
+  return new ApiError('rate_limited', `too many failed logins; try again in ${retryAfter} s`, {
+    headers: { 'retry-after': String(retryAfter) },
+  });
+}
+
+/**
+ * The carrier named in the path when the request carries its credentials; 401 otherwise, 429 while its address or
+ * that carrier has too many failures in the window.
+ */
+async function authenticate(
+  services: Services,
+  limiter: FailureLimiter,
+  count: (outcome: Outcome) => void,
+  request: FastifyRequest,
+): Promise<void> {
+  const addressKey = `address:${request.ip}`;
+  const byAddress = limiter.blocked(addressKey, Date.now());
+  if (byAddress !== undefined) {
+    count('limited');
+    throw limited(byAddress);
+  }
   const header = request.headers.authorization;
   const match = typeof header === 'string' ? /^Basic ([A-Za-z0-9+/=]{1,400})$/i.exec(header.trim()) : null;
   if (match === null) throw refused();
   const name = (request.params as { name?: string }).name ?? '';
+  const carrierKey = `carrier:${name.slice(0, 63)}`;
+  const byCarrier = limiter.blocked(carrierKey, Date.now());
+  if (byCarrier !== undefined) {
+    count('limited');
+    throw limited(byCarrier);
+  }
   const account = name.length > 63 ? undefined : await mmsAccount(services.pool, services.keys.carrierSecrets, name);
   const given = digest(Buffer.from(match[1] as string, 'base64').toString('utf8'));
   // Compared even when there is no account, so an unknown carrier costs the same as a wrong password.
   const expected = digest(account === undefined ? '\u0000' : `${account.systemId}:${account.password}`);
-  if (!timingSafeEqual(given, expected) || account === undefined) throw refused();
+  if (!timingSafeEqual(given, expected) || account === undefined) {
+    const now = Date.now();
+    limiter.fail(addressKey, now);
+    limiter.fail(carrierKey, now);
+    count('failed');
+    throw refused();
+  }
+  limiter.reset(addressKey);
+  limiter.reset(carrierKey);
+  count('accepted');
 }
 
 export function carrierMmsRoutes(app: FastifyInstance, services: Services) {
-  const options = { bodyLimit: 64 * 1024, onRequest: (request: FastifyRequest) => authenticate(services, request) };
+  // One count per API process: a guesser spread over pods gets each pod's allowance.
+  const limiter = new FailureLimiter(failureLimit, failureWindowMs);
+  const logins = new Counter({
+    name: 'switchboard_carrier_http_logins_total',
+    help: "Requests to the carriers' HTTP interface by how their credentials fared (limited: refused for too many failures)",
+    labelNames: ['outcome'],
+    registers: services.registry === undefined ? [] : [services.registry],
+  });
+  const count = (outcome: Outcome) => logins.inc({ outcome });
+  const options = {
+    bodyLimit: 64 * 1024,
+    onRequest: (request: FastifyRequest) => authenticate(services, limiter, count, request),
+  };
 
   app.post('/carriers/:name/mms', { ...options, schema: { params: Params, body: InboundMms } }, async (request) => {
     const { name } = request.params as { name: string };

@@ -2,10 +2,11 @@
  * Operations 63-65: a device's offers (docs/phones.md, "Offers"). A user or member token long-polls its own device's
  * waiting offers (another person's device or offer is 404), accepts one with the device's SDP answer (the first
  * accept of a call wins) or declines it. Offers are made by the `ring` step (core/devices/offers.ts `makeOffers`).
- * The long-poll holds no database connection while it waits (api/offer-waiters.ts).
+ * The long-poll holds no database connection while it waits (api/offer-waiters.ts); at most 3 wait for one device
+ * and 10 for one person in one API process (api/long-polls.ts), one more is 409 `limit_exceeded` with Retry-After.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Gauge } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { Type } from 'typebox';
 import {
   acceptOffer,
@@ -16,8 +17,10 @@ import {
   offerStates,
   waitingOffers,
 } from '../../core/devices/offers.ts';
+import type { DeviceOwner } from '../../core/devices/devices.ts';
 import { ringModes } from '../../core/routing/definition.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
+import { LongPollPlaces } from '../long-polls.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
@@ -26,6 +29,9 @@ import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
 const longPollSeconds = 10;
+/** Long-polls one device, and one person (a user or member, whatever token), may hold waiting in one API process. */
+export const longPollsPerDevice = 3;
+export const longPollsPerPerson = 10;
 /** The longest SDP answer taken: a browser's is a few kilobytes. */
 const maxSdpLength = 32_768;
 
@@ -148,13 +154,47 @@ function refuse(decision: Exclude<OfferDecision, { outcome: 'done' }>, offerId: 
   }
 }
 
+/**
+ * A place for a long-poll of the device by its person, or 409 `limit_exceeded` with Retry-After (the seconds until
+ * the full key's first wait ends) when the device or the person holds as many as they may; its release.
+ */
+function takePlace(
+  places: LongPollPlaces,
+  refusals: Counter | undefined,
+  deviceId: string,
+  owner: DeviceOwner,
+  until: number,
+): () => void {
+  const person = 'memberId' in owner ? `member:${owner.memberId}` : `user:${owner.userId}`;
+  const taken = places.take(
+    [
+      { key: `device:${deviceId}`, limit: longPollsPerDevice },
+      { key: person, limit: longPollsPerPerson },
+    ],
+    until,
+    Date.now(),
+  );
+  if (taken.taken) return taken.release;
+  refusals?.inc();
+  const whose = taken.full.key === person ? 'of this person (all their devices)' : 'of this device';
+  throw new ApiError(
+    'limit_exceeded',
+    `${taken.full.limit} long-polls ${whose} are waiting already, the most there may be; ` +
+      `poll again once one has answered (Retry-After)`,
+    { headers: { 'retry-after': String(taken.retryAfterSecs) } },
+  );
+}
+
 export function offerRoutes(app: FastifyInstance, services: Services) {
+  // Long-polls per device and per person waiting in this process.
+  const places = new LongPollPlaces();
   // Waiting long-polls hear offers of their device through one listening connection for the process.
   const waiters = new OfferWaiters(services.databaseUrl, (message) => app.log.warn(message));
   app.addHook('onReady', () => waiters.start());
   // Before the server waits for requests in flight: the long-polls answer with what they have.
   app.addHook('preClose', async () => waiters.stopWaiting());
   app.addHook('onClose', () => waiters.close());
+  let refusals: Counter | undefined;
   if (services.registry !== undefined) {
     new Gauge({
       name: 'switchboard_offer_long_polls',
@@ -163,6 +203,11 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
       collect() {
         this.set(waiters.size);
       },
+    });
+    refusals = new Counter({
+      name: 'switchboard_offer_long_polls_refused_total',
+      help: 'Long-polls of offers refused (409 limit_exceeded) because their device or person held the most waiting',
+      registers: [services.registry],
     });
   }
 
@@ -192,19 +237,24 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
       // device shows (`known`, none by default), or after the wait.
       if (cursor !== undefined || wait === 0) return answer(await read());
       const until = Date.now() + wait * 1000;
-      // Watching before the first read: an offer made between the read and the wait still wakes it.
-      const watch = waiters.watch(device.id);
-      const gone = clientGone(context.request);
+      const release = takePlace(places, refusals, device.id, tokenOwner(context.principal), until);
       try {
-        for (;;) {
-          const page = await read();
-          const left = until - Date.now();
-          if (changed(page.rows) || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
-          await watch.next(left, gone.signal);
+        // Watching before the first read: an offer made between the read and the wait still wakes it.
+        const watch = waiters.watch(device.id);
+        const gone = clientGone(context.request);
+        try {
+          for (;;) {
+            const page = await read();
+            const left = until - Date.now();
+            if (changed(page.rows) || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
+            await watch.next(left, gone.signal);
+          }
+        } finally {
+          gone.release();
+          watch.stop();
         }
       } finally {
-        gone.release();
-        watch.stop();
+        release();
       }
     },
   });

@@ -1,7 +1,8 @@
 /**
  * Operations 17-18: one-time codes (docs/messaging.md, "One-time codes"), with a workspace key (`verify:send`). A
  * code goes by SMS from the workspace's first number that can text, or by a call the engine places
- * (engine/verifications/voice.ts); a check answers only `approved`, `pending`, `expired` or `spent`.
+ * (engine/verifications/voice.ts); a check answers only `approved`, `pending`, `expired` or `spent`. An SMS code to a
+ * peer opted out of that number is 409 `recipient_opted_out`, with nothing written or counted.
  */
 import type { FastifyInstance } from 'fastify';
 import { isValidPhoneNumber, parsePhoneNumberWithError } from 'libphonenumber-js';
@@ -9,6 +10,7 @@ import { Type } from 'typebox';
 import { dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { createOutboundMessage } from '../../core/messages/messages.ts';
+import { isOptedOut } from '../../core/messages/opt-outs.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import {
   checkVerification,
@@ -81,6 +83,13 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
         sender = numberId === undefined ? undefined : await senderOf(db, workspace.id, { phoneNumberId: numberId });
         if (sender === undefined || !sender.canText) {
           throw new ApiError('sender_unavailable', 'the workspace has no number that can text');
+        }
+        // A peer who sent STOP to the number gets no code from it either (docs/messaging.md, "Receiving").
+        if (await isOptedOut(db, sender.number.id, to)) {
+          throw new ApiError(
+            'recipient_opted_out',
+            `${to} opted out of messages from ${sender.number.e164}; no code sent (a START to it opts back in)`,
+          );
         }
       } else {
         // A code spoken by a call is a call the service places: the dial-out policy decides (the engine asks again).

@@ -1,7 +1,8 @@
 /**
  * The `idempotency_records` table: the stored answers of mutations (sections 7 and 8; the rules are in
- * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours. The statements run on
- * the connection (and in the transaction) the caller holds.
+ * api/idempotency.ts), each under its scope and key, sealed (core/sealing.ts), kept 24 hours; and
+ * `idempotency_counts`, what each scope stored by the hour, against which its limits are checked. The statements run
+ * on the connection (and in the transaction) the caller holds.
  */
 import type { Queryable } from '../database.ts';
 
@@ -19,30 +20,77 @@ export interface StoredRecord {
   provisional: boolean;
 }
 
+const recordColumns = (alias: string, prefix: string) =>
+  `${alias}.scope IS NOT NULL AS ${prefix}found, ${alias}.fingerprint AS ${prefix}fingerprint,
+   ${alias}.status_code AS ${prefix}status_code, ${alias}.response_body AS ${prefix}response_body,
+   ${alias}.sealed AS ${prefix}sealed, ${alias}.created_at > now() - make_interval(hours => $4) AS ${prefix}live,
+   coalesce(${alias}.pending_until > clock_timestamp(), false) AS ${prefix}pending,
+   ${alias}.pending_until IS NOT NULL AS ${prefix}provisional`;
+
+function recordFrom(row: Record<string, unknown>, prefix: string): StoredRecord | undefined {
+  if (row[`${prefix}found`] !== true) return undefined;
+  return {
+    fingerprint: row[`${prefix}fingerprint`] as Buffer,
+    status_code: row[`${prefix}status_code`] as number,
+    response_body: row[`${prefix}response_body`] as string,
+    sealed: row[`${prefix}sealed`] as boolean,
+    live: row[`${prefix}live`] as boolean,
+    pending: row[`${prefix}pending`] as boolean,
+    provisional: row[`${prefix}provisional`] as boolean,
+  };
+}
+
+/**
+ * What a scope has stored in the last 24 hours, as counted so far (by the hour: the oldest, partly expired hour is left
+ * out; each API process adds its answers about once a second).
+ */
+export interface ScopeUsage {
+  answers: number;
+  bytes: number;
+}
+
+export interface LockedRecord {
+  locked: boolean;
+  /** What the scope has stored (idempotency_counts). */
+  stored: ScopeUsage;
+  /** The record of (scope, key), when the lock was taken. */
+  record: StoredRecord | undefined;
+  /** The record of (earlierScope, key) when asked for and the lock was taken: where an older version kept it. */
+  earlier: StoredRecord | undefined;
+}
+
 /**
  * Takes the transaction-scoped advisory lock on (scope, key), false while another transaction holds it, and reads the
- * record of (scope, key), live while within its retention, in one statement. The record is read as of the
- * statement's start: one that a transaction holding the lock committed just then is not seen, and this
- * transaction's `insertRecord` finds it (`RecordExistsError`).
+ * record of (scope, key), live while within its retention, in one statement; with `earlierScope`, the record of
+ * (earlierScope, key) too (read only: its lock is not taken). The records are read as of the statement's start: one
+ * that a transaction holding the lock committed just then is not seen, and this transaction's `insertRecord` finds
+ * it (`RecordExistsError`).
  */
 export async function lockAndReadRecord(
   db: Queryable,
   scope: string,
   key: string,
-): Promise<{ locked: boolean; record: StoredRecord | undefined }> {
-  const result = await db.query<StoredRecord & { locked: boolean; found: boolean }>({
+  earlierScope?: string,
+): Promise<LockedRecord> {
+  const result = await db.query<Record<string, unknown>>({
     name: 'sb-idempotency-lock-read',
-    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, r.scope IS NOT NULL AS found,
-                  r.fingerprint, r.status_code, r.response_body, r.sealed,
-                  r.created_at > now() - make_interval(hours => $4) AS live,
-                  coalesce(r.pending_until > clock_timestamp(), false) AS pending,
-                  r.pending_until IS NOT NULL AS provisional
+    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked, ${recordColumns('r', '')},
+                  ${recordColumns('e', 'earlier_')}, c.answers AS stored_answers, c.bytes AS stored_bytes
              FROM (VALUES (1)) AS one
-             LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3`,
-    values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours],
+             CROSS JOIN (SELECT coalesce(sum(answers), 0)::float8 AS answers, coalesce(sum(bytes), 0)::float8 AS bytes
+                           FROM idempotency_counts WHERE scope = $2 AND hour > now() - make_interval(hours => $4)) AS c
+             LEFT JOIN idempotency_records r ON r.scope = $2 AND r.key = $3
+             LEFT JOIN idempotency_records e ON e.scope = $5::text AND e.key = $3 AND $5::text <> $2`,
+    values: [`idempotency\n${scope}\n${key}`, scope, key, idempotencyRetentionHours, earlierScope ?? null],
   });
-  const { locked, found, ...record } = result.rows[0] as StoredRecord & { locked: boolean; found: boolean };
-  return { locked, record: locked && found ? record : undefined };
+  const row = result.rows[0] as Record<string, unknown>;
+  const locked = row.locked as boolean;
+  return {
+    locked,
+    stored: { answers: row.stored_answers as number, bytes: row.stored_bytes as number },
+    record: locked ? recordFrom(row, '') : undefined,
+    earlier: locked ? recordFrom(row, 'earlier_') : undefined,
+  };
 }
 
 /** The record an `insertRecord` would write exists: another request with the key committed its answer just now. */
@@ -149,6 +197,37 @@ export async function sealRecords(
     ],
   );
   return updated.rowCount ?? 0;
+}
+
+export interface ScopeCount {
+  scope: string;
+  answers: number;
+  bytes: number;
+}
+
+/**
+ * Adds answers stored to their scopes' counts of the current hour, in one statement. The rows are taken in the order
+ * of their scopes, so two processes adding at once wait on each other rather than deadlock.
+ */
+export async function addCounts(db: Queryable, counts: readonly ScopeCount[]): Promise<void> {
+  if (counts.length === 0) return;
+  const sorted = [...counts].sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0));
+  await db.query(
+    `INSERT INTO idempotency_counts AS c (scope, hour, answers, bytes)
+     SELECT scope, date_trunc('hour', now(), 'UTC'), answers, bytes
+       FROM unnest($1::text[], $2::integer[], $3::bigint[]) WITH ORDINALITY AS v(scope, answers, bytes, n)
+      ORDER BY n
+     ON CONFLICT (scope, hour) DO UPDATE SET answers = c.answers + excluded.answers, bytes = c.bytes + excluded.bytes`,
+    [sorted.map((count) => count.scope), sorted.map((count) => count.answers), sorted.map((count) => count.bytes)],
+  );
+}
+
+/** Deletes the counts of hours no record of which is live any more. */
+export async function purgeExpiredCounts(db: Queryable): Promise<number> {
+  const result = await db.query('DELETE FROM idempotency_counts WHERE hour < now() - make_interval(hours => $1)', [
+    idempotencyRetentionHours + 1,
+  ]);
+  return result.rowCount ?? 0;
 }
 
 /** Deletes up to `limit` records past their retention; how many went. */

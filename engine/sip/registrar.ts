@@ -21,6 +21,7 @@ import { Counter, type Registry } from 'prom-client';
 import { Grammar, type IncomingRegisterRequest, type URI } from 'sip.js/lib/core/index.js';
 import { NameAddrHeader } from 'sip.js/lib/grammar/index.js';
 import { type Clock, systemClock } from '../../core/clock.ts';
+import { FailureLimiter } from '../../core/failure-limiter.ts';
 import type { Log } from '../../core/log.ts';
 import { applyRegistration, sweepExpiredSipBindings } from '../../core/devices/sip-bindings.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
@@ -35,7 +36,6 @@ import {
   makeNonce,
   parseDigestCredentials,
 } from './digest.ts';
-import { FailureLimiter } from './failure-limiter.ts';
 
 /**
  * The limiter's key for a username as sent: a hash, so that 100,000 made-up usernames of a few kilobytes each (a

@@ -512,17 +512,23 @@ test('idempotency keys are scoped per application', async (t) => {
   // The second application's different body under its own key is not a reuse of the first's.
   t.is(await countWorkspaces(one.applicationId), 1);
   t.is(await countWorkspaces(two.applicationId), 2);
-  // The legacy secret acts as the same application, so it shares the key space; but a stored answer is replayed
-  // only to the credential that made it (it may hold a secret): another credential's retry is a reuse.
+  // The legacy secret acts as the same application with the default scopes, so it shares the key space and the
+  // same request replays to it, as to a rotated key (test/api/idempotency-scopes.test.ts); a different one is a reuse.
   const secret = await resetLegacySecret(service.pool, one.applicationId);
-  const viaSecret = await service.request('POST', '/api/v1/workspaces', {
-    auth: secret,
-    headers: { 'x-service-application': one.applicationId },
-    idempotencyKey: key,
-    body,
-  });
-  t.is(viaSecret.status, 422, viaSecret.text);
-  t.is(viaSecret.body.error.code, 'idempotency_key_reused');
+  const viaSecret = (requestBody: unknown) =>
+    service.request('POST', '/api/v1/workspaces', {
+      auth: secret,
+      headers: { 'x-service-application': one.applicationId },
+      idempotencyKey: key,
+      body: requestBody,
+    });
+  const replayed = await viaSecret(body);
+  t.is(replayed.status, 201, replayed.text);
+  t.is(replayed.headers.get('idempotent-replayed'), 'true');
+  t.is(replayed.body.id, first.body.id);
+  const reused = await viaSecret(workspaceBody());
+  t.is(reused.status, 422, reused.text);
+  t.is(reused.body.error.code, 'idempotency_key_reused');
   t.is(await countWorkspaces(one.applicationId), 1);
 });
 

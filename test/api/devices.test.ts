@@ -8,16 +8,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { mintToken } from '../../api/tokens.ts';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
-import { createMember } from '../../core/identity/members.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import {
   type Answer,
   isError,
   liveCall,
+  memberToken as memberTokenOf,
   startService,
   type TestService,
   userToken as sessionToken,
@@ -43,23 +42,7 @@ const userToken = (setup: Setup, externalUserId = 'alice', scopes: Scope[] = ['d
   sessionToken(service, setup, scopes, externalUserId);
 
 /** A member of the setup's workspace and a member token of theirs. */
-async function memberToken(setup: Setup, scopes: Scope[] = ['devices:*']) {
-  const member = await createMember(service.pool, {
-    workspaceId: setup.workspace.id,
-    email: `member-${randomUUID()}@example.com`,
-    scopes,
-  });
-  const claims = {
-    kind: 'member' as const,
-    applicationId: setup.applicationId,
-    workspaceId: setup.workspace.id,
-    externalWorkspaceId: setup.workspace.externalWorkspaceId,
-    subjectId: member.id,
-    externalUserId: null,
-    scopes,
-  };
-  return { member, token: (await mintToken(keys.tokens, claims)).token };
-}
+const memberToken = (setup: Setup, scopes: Scope[] = ['devices:*']) => memberTokenOf(service, setup, scopes);
 
 function register(auth: string, body: Record<string, unknown>, idempotencyKey?: string): Promise<Answer> {
   return service.request('POST', '/api/v1/devices', { auth, body, ...(idempotencyKey ? { idempotencyKey } : {}) });

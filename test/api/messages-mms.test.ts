@@ -111,11 +111,12 @@ async function mmsSetup(options: { mmsUrl?: boolean } = {}) {
     service.request('POST', '/api/v1/messages', { auth: setup.apiKey, workspaceId: setup.workspace.id, body });
   const get = (id: string) =>
     service.request('GET', `/api/v1/messages/${id}`, { auth: setup.apiKey, workspaceId: setup.workspace.id });
-  const carrierPost = (path: string, body: unknown, auth: string | null = 'switchbd:pw:7x') =>
+  const carrierPost = (path: string, body: unknown, auth: string | null = 'switchbd:pw:7x', localAddress?: string) =>
     request(service.url, 'POST', `/carriers/${carrier}${path}`, {
       body,
       idempotencyKey: null,
       headers: auth === null ? {} : { authorization: `Basic ${Buffer.from(auth).toString('base64')}` },
+      ...(localAddress === undefined ? {} : { localAddress }),
     });
   return { ...setup, carrier, e164, numberId: claimed.id, send, get, carrierPost };
 }
@@ -341,6 +342,52 @@ test('an inbound MMS posted by the carrier is a message received with its media 
     setup.workspace.id,
   ]);
   t.is(count.rows[0].n, 1, 'only the good one was recorded');
+});
+
+test('password guessing on the carrier interface is limited per address and per carrier; others still post', async (t) => {
+  const victim = await mmsSetup();
+  const other = await mmsSetup();
+  const body = { from: newPeer(), to: victim.e164, text: 'Hi', media: [] };
+  // A guesser from 127.0.0.2: ten wrong passwords are answered 401, then every request of that address is 429 with
+  // Retry-After until the minute ends, before any database work, the right password included.
+  const statuses: number[] = [];
+  for (let index = 0; index < 60; index += 1) {
+    statuses.push((await victim.carrierPost('/mms', body, `switchbd:g${index}`, '127.0.0.2')).status);
+  }
+  t.deepEqual(statuses.slice(0, 10), Array(10).fill(401));
+  t.deepEqual(statuses.slice(10), Array(50).fill(429));
+  const locked = await victim.carrierPost('/mms', body, 'switchbd:pw:7x', '127.0.0.2');
+  isError(t, locked, 429, 'rate_limited', 'the right password while the address is locked out');
+  const retryAfter = Number(locked.headers.get('retry-after'));
+  t.true(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${locked.headers.get('retry-after')}`);
+  isError(t, await other.carrierPost('/mms', body, 'switchbd:pw:7x', '127.0.0.2'), 429, 'rate_limited', 'any carrier');
+  isError(
+    t,
+    await victim.carrierPost('/mms/status', { id: 'x', status: 'delivered' }, 'switchbd:pw:7x', '127.0.0.2'),
+    429,
+    'rate_limited',
+    'status callbacks too',
+  );
+  // The guessed carrier is held back from any address for the window (the guesser may spread over many); another
+  // carrier from another address posts as before.
+  isError(t, await victim.carrierPost('/mms', body, 'switchbd:pw:7x', '127.0.0.3'), 429, 'rate_limited', 'carrier');
+  const posted = await other.carrierPost('/mms', { ...body, to: other.e164 }, 'switchbd:pw:7x', '127.0.0.3');
+  t.is(posted.status, 200, posted.text);
+  t.is(await messagesOf(victim.workspace.id), 0, 'nothing of the guesser was recorded');
+  // Made-up carrier names from one address are limited by the address alike.
+  const names: number[] = [];
+  for (let index = 0; index < 12; index += 1) {
+    const answer = await request(service.url, 'POST', `/carriers/made-up-${index}/mms`, {
+      body,
+      idempotencyKey: null,
+      headers: { authorization: `Basic ${Buffer.from('switchbd:pw:7x').toString('base64')}` },
+      localAddress: '127.0.0.4',
+    });
+    names.push(answer.status);
+  }
+  t.deepEqual(names, [...Array(10).fill(401), 429, 429]);
+  const metrics = await service.request('GET', '/metrics');
+  t.regex(metrics.text, /switchboard_carrier_http_logins_total\{outcome="limited"\} \d+/);
 });
 
 test('an inbound MMS whose text is STOP opts the peer out and is answered; START opts back in', async (t) => {

@@ -213,12 +213,20 @@ test.serial(
   '500 long-polls wait with no database connection held, and an offer made after they started wakes them at once',
   async (t) => {
     const setup = await workspaceWithUser(service);
-    const token = await userToken(setup);
-    const phone = await device(token);
+    // 50 people with 5 phones each, every phone polling twice (within the caps: 3 a device, 10 a person).
+    const people = await Promise.all(
+      Array.from({ length: 50 }, async (_, index) => {
+        const token = await userToken(setup, index === 0 ? 'alice' : `person-${index}`);
+        const phones = await Promise.all(Array.from({ length: 5 }, () => device(token)));
+        return { token, phones };
+      }),
+    );
     const call = await newCall(setup);
 
     const started = Date.now();
-    const polls = Array.from({ length: 500 }, () => poll(token, phone, '?wait=10'));
+    const polls = people.flatMap(({ token, phones }) =>
+      phones.flatMap((phone) => [1, 2].map(async () => ({ phone, answer: await poll(token, phone, '?wait=10') }))),
+    );
     await pollsWaiting(500);
     // Waiting, they hold no connection: the service's pool (4) is all it has, nothing is inside a transaction, and
     // another request is served at once.
@@ -227,12 +235,17 @@ test.serial(
     t.true(total <= poolSize, `service connections while 500 wait: ${JSON.stringify(connections)}`);
     t.falsy(connections['idle in transaction'], JSON.stringify(connections));
     const served = Date.now();
-    const listed = await service.request('GET', '/api/v1/devices', { auth: token });
+    const listed = await service.request('GET', '/api/v1/devices', { auth: people[0]?.token ?? '' });
     t.is(listed.status, 200, listed.text);
     t.true(Date.now() - served < 2_000, `a request beside them took ${Date.now() - served} ms`);
 
     const offered = Date.now();
-    const made = await offer(setup, call, [phone]);
+    const made = await offer(
+      setup,
+      call,
+      people.flatMap(({ phones }) => phones),
+    );
+    const offerOf = new Map(made.offers.map((item) => [item.device_id, item.id]));
     const answers = await Promise.all(polls);
     const woken = Date.now();
     t.true(
@@ -240,11 +253,52 @@ test.serial(
       `the polls answered ${woken - started} ms after they started, within their 10 s wait`,
     );
     t.true(woken - offered < 5_000, `the polls answered ${woken - offered} ms after the offer`);
-    for (const answer of answers) {
+    for (const { phone, answer } of answers) {
       t.is(answer.status, 200, answer.text);
-      t.deepEqual(offerIds(answer), [made.offers[0]?.id]);
+      t.deepEqual(offerIds(answer), [offerOf.get(phone)]);
     }
     t.log(`500 long-polls woken ${woken - offered} ms after the offer; connections while waiting: ${total}`);
+  },
+);
+
+test.serial(
+  'long-polls wait at most 3 a device and 10 a person: one more is 409 limit_exceeded with Retry-After until one ends',
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const token = await userToken(setup);
+    const phones = [await device(token), await device(token), await device(token), await device(token)];
+    const [first, second, third, fourth] = phones as [string, string, string, string];
+    const waiting = [first, first, first].map((phone) => poll(token, phone, '?wait=10'));
+    await pollsWaiting(3);
+    const refused = await poll(token, first, '?wait=10');
+    isError(t, refused, 409, 'limit_exceeded', 'a fourth on one device');
+    t.regex(refused.body.error.message, /3 .*this device/);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    t.true(retryAfter >= 1 && retryAfter <= 10, `Retry-After ${refused.headers.get('retry-after')}`);
+    // A read that does not wait needs no place.
+    t.is((await poll(token, first, '?wait=0')).status, 200);
+
+    waiting.push(
+      ...[second, second, second, third, third, third, fourth].map((phone) => poll(token, phone, '?wait=10')),
+    );
+    await pollsWaiting(10);
+    const person = await poll(token, fourth, '?wait=10');
+    isError(t, person, 409, 'limit_exceeded', 'an eleventh of one person');
+    t.regex(person.body.error.message, /10 .*person/);
+    // Another person's polls wait as ever.
+    const bob = await userToken(setup, 'bob');
+    const bobs = await poll(bob, await device(bob), '?wait=1');
+    t.is(bobs.status, 200, bobs.text);
+
+    // The first phone's polls end (an offer wakes them): their places are free again.
+    const call = await newCall(setup);
+    const made = await offer(setup, call, [first]);
+    for (const answer of await Promise.all(waiting.slice(0, 3))) t.deepEqual(offerIds(answer), [made.offers[0]?.id]);
+    const freed = await poll(token, fourth, '?wait=1');
+    t.is(freed.status, 200, freed.text);
+    // The others end with an offer to their phones.
+    await offer(setup, await newCall(setup), [second, third, fourth]);
+    for (const answer of await Promise.all(waiting.slice(3))) t.is(answer.status, 200, answer.text);
   },
 );
 

@@ -12,7 +12,9 @@ import { encodeText, type EncodedPart } from '../../core/messages/encoding.ts';
 import { getMessage } from '../../core/messages/messages.ts';
 import { isOptedOut } from '../../core/messages/opt-outs.ts';
 import type { NumberRow } from '../../core/numbers/numbers.ts';
+import { allScopes } from '../../core/scopes.ts';
 import { numberEvents } from '../helpers/messages.ts';
+import type { Answer } from '../helpers/service.ts';
 import { type Submitted, TestSmsc } from '../helpers/smsc.ts';
 import {
   type EngineRole,
@@ -30,6 +32,30 @@ const cases = ['send', 'early', 'long', 'keywords'] as const;
 let texting: TextingService;
 let engine: EngineRole;
 const lines = {} as Record<(typeof cases)[number], { smsc: TestSmsc; number: NumberRow }>;
+/** A workspace of its own whose only number (approved) sends one-time codes, with a workspace key's operation 17. */
+let verifier: { smsc: TestSmsc; number: NumberRow; send: (to: string) => Promise<Answer> };
+
+async function startVerifier(): Promise<typeof verifier> {
+  const { service } = texting;
+  const app = await service.application(undefined, allScopes);
+  const created = await service.request('POST', '/api/v1/workspaces', {
+    auth: app.apiKey,
+    body: { externalWorkspaceId: `ws-codes-${process.pid}`, name: 'Acme Codes', timezone: 'UTC' },
+  });
+  if (created.status !== 201) throw new Error(created.text);
+  const workspace = { id: created.body.id, applicationId: app.applicationId, externalWorkspaceId: 'ws-codes' };
+  const key = await service.request('POST', `/api/v1/workspaces/${workspace.id}/keys`, { auth: app.apiKey });
+  if (key.status !== 201) throw new Error(key.text);
+  const smsc = await TestSmsc.start();
+  const { number } = await smscCarrier({ service, workspace }, smsc, { approved: true });
+  const send = (to: string) =>
+    service.request('POST', '/api/v1/verifications', {
+      auth: key.body.apiKey,
+      workspaceId: workspace.id,
+      body: { to, channel: 'sms' },
+    });
+  return { smsc, number, send };
+}
 
 test.before(async () => {
   texting = await textingService();
@@ -37,13 +63,15 @@ test.before(async () => {
     const smsc = await TestSmsc.start();
     lines[name] = { smsc, number: (await smscCarrier(texting, smsc)).number };
   }
+  verifier = await startVerifier();
   engine = await startEngineRole(texting.service, `texting-${process.pid}`);
-  await until('every link bound', () => cases.every((name) => lines[name].smsc.sessions.length === 1) || undefined);
+  const smscs = [...cases.map((name) => lines[name].smsc), verifier.smsc];
+  await until('every link bound', () => smscs.every((smsc) => smsc.sessions.length === 1) || undefined);
 });
 
 test.after.always(async () => {
   await engine?.close();
-  await Promise.all(Object.values(lines).map(({ smsc }) => smsc.close()));
+  await Promise.all([...Object.values(lines), verifier].map((line) => line?.smsc.close()));
   await texting?.close();
 });
 
@@ -204,4 +232,48 @@ test('STOP opts the peer out and its confirmation is still sent; START opts back
     [' stop! ', 'Start'],
     'the keywords are messages received too',
   );
+});
+
+test('an SMS code to a peer that sent STOP is 409 recipient_opted_out: nothing sent, nothing to check', async (t) => {
+  const { smsc, number, send } = verifier;
+  const { pool } = texting.service;
+  // Valid mobile numbers (operation 17 checks them), one opted out, one not.
+  const [stopped, other] = ['+33612345601', '+33612345602'];
+  const submitsTo = (to: string) =>
+    smsc.submits.filter((pdu) => pdu.destination_addr === to.slice(1)).map((pdu) => textOf({ pdu } as Submitted));
+  const confirmed = once(smsc, 'submit') as Promise<[Submitted]>;
+  t.is(await deliver(smsc, stopped, number.e164, encodeText('STOP', 0)[0]!), 0);
+  await confirmed;
+  t.true(await isOptedOut(pool, number.id, stopped));
+
+  const refused = await send(stopped);
+  t.is(refused.status, 409, refused.text);
+  t.is(refused.body.error.code, 'recipient_opted_out');
+  t.regex(refused.body.error.message, /opted out/);
+  const written = await pool.query(
+    `SELECT 1 FROM verifications WHERE to_number = $1
+     UNION ALL SELECT 1 FROM messages WHERE to_number = $1 AND direction = 'outbound' AND text <> $2`,
+    [stopped, 'You have been unsubscribed and will receive no more messages. Reply START to resubscribe.'],
+  );
+  t.is(written.rowCount, 0, 'no verification to check and no message to send');
+
+  // A code to another peer goes out after it: by then the refused one would have reached the SMSC too.
+  const next = once(smsc, 'submit') as Promise<[Submitted]>;
+  const sent = await send(other);
+  t.is(sent.status, 201, sent.text);
+  const [submit] = await next;
+  t.is(submit.pdu.destination_addr, other.slice(1));
+  t.regex(textOf(submit), /^Your code is \d{6}\.$/);
+  t.deepEqual(submitsTo(stopped), [
+    'You have been unsubscribed and will receive no more messages. Reply START to resubscribe.',
+  ]);
+
+  // Opted back in, the peer gets codes again.
+  const resubscribed = once(smsc, 'submit') as Promise<[Submitted]>;
+  t.is(await deliver(smsc, stopped, number.e164, encodeText('START', 0)[0]!), 0);
+  await resubscribed;
+  const code = once(smsc, 'submit') as Promise<[Submitted]>;
+  const again = await send(stopped);
+  t.is(again.status, 201, again.text);
+  t.regex(textOf((await code)[0]), /^Your code is \d{6}\.$/);
 });

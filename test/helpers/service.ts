@@ -5,16 +5,20 @@ import type { ExecutionContext } from 'ava';
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
+import { mintToken } from '../../api/tokens.ts';
 import { type CallRow, type NewCall, startCall } from '../../core/calls/calls.ts';
 import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
+import { createMember, type MemberRow } from '../../core/identity/members.ts';
 import { type Role, startRoles } from '../../app/roles.ts';
 import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
+import { loadSigningKeys } from '../../core/service-secret.ts';
 import { freshDatabase } from './database.ts';
 
 export interface Answer {
@@ -35,6 +39,11 @@ export interface RequestOptions {
   /** Mutations get a fresh idempotency key unless one is given here, or null to send none. */
   idempotencyKey?: string | null;
   workspaceId?: string;
+  /**
+   * The loopback address the request leaves from (127.0.0.2, ...), for what the service counts per source address;
+   * sent through node:http, as `fetch` cannot choose it.
+   */
+  localAddress?: string;
 }
 
 export interface TestService {
@@ -67,7 +76,10 @@ export async function request(
   if (options.rawBody !== undefined) body = options.rawBody;
   else if (options.body !== undefined) body = JSON.stringify(options.body);
   if (body !== undefined) headers['content-type'] ??= 'application/json';
-  const response = await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const response =
+    options.localAddress === undefined
+      ? await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) })
+      : await requestFrom(options.localAddress, new URL(base + path), method, headers, body);
   const text = await response.text();
   let parsed: unknown;
   try {
@@ -76,6 +88,32 @@ export async function request(
     parsed = undefined;
   }
   return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+/** One HTTP request from a chosen local address, answered as a fetch Response. */
+function requestFrom(
+  localAddress: string,
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const sent = http.request(url, { method, headers, localAddress, agent: false }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+      answer.on('error', reject);
+      answer.on('end', () => {
+        const answerHeaders = new Headers();
+        for (const [name, value] of Object.entries(answer.headers)) {
+          for (const one of Array.isArray(value) ? value : [value ?? '']) answerHeaders.append(name, one);
+        }
+        resolve(new Response(Buffer.concat(chunks), { status: answer.statusCode ?? 0, headers: answerHeaders }));
+      });
+    });
+    sent.on('error', reject);
+    sent.end(body);
+  });
 }
 
 let applications = 0;
@@ -179,6 +217,33 @@ export async function userToken(
   });
   if (answer.status !== 201) throw new Error(`session: ${answer.status} ${answer.text}`);
   return answer.body.token as string;
+}
+
+/**
+ * A new member of the setup's workspace and a member token of theirs with these scopes, minted as operation 2 mints
+ * one (with the service's token key), without a sign-in.
+ */
+export async function memberToken(
+  service: TestService,
+  setup: WorkspaceSetup,
+  scopes: Scope[] = ['devices:*'],
+): Promise<{ member: MemberRow; token: string }> {
+  const member = await createMember(service.pool, {
+    workspaceId: setup.workspace.id,
+    email: `member-${randomUUID()}@example.com`,
+    scopes,
+  });
+  const keys = await loadSigningKeys(service.pool, undefined);
+  const claims = {
+    kind: 'member' as const,
+    applicationId: setup.applicationId,
+    workspaceId: setup.workspace.id,
+    externalWorkspaceId: setup.workspace.externalWorkspaceId,
+    subjectId: member.id,
+    externalUserId: null,
+    scopes,
+  };
+  return { member, token: (await mintToken(keys.tokens, claims)).token };
 }
 
 /** An inbound call of the setup's workspace, written as the engine writes one (core/calls/calls.ts), at `initiated`. */

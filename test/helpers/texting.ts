@@ -70,11 +70,13 @@ export async function textingService(): Promise<TextingService> {
 
 /**
  * A carrier whose messaging settings point at `smsc` (the password sealed with the service's key, as
- * `switchboard carriers messaging` seals it), and a number of it with `sms` claimed by the workspace.
+ * `switchboard carriers messaging` seals it), and a number of it with `sms` claimed by the workspace (its texting
+ * registration approved when asked, as operations 17 and 67 need).
  */
 export async function smscCarrier(
   texting: Pick<TextingService, 'service' | 'workspace'>,
   smsc: TestSmsc,
+  options: { approved?: boolean } = {},
 ): Promise<{ carrier: string; number: NumberRow }> {
   const { pool } = texting.service;
   const keys = await loadSigningKeys(pool, undefined);
@@ -87,7 +89,12 @@ export async function smscCarrier(
     password: 'secret',
     throughput: 1_000,
   });
-  const { number } = await textingSetup(pool, { carrier, messaging: false, workspace: texting.workspace });
+  const { number } = await textingSetup(pool, {
+    carrier,
+    messaging: false,
+    workspace: texting.workspace,
+    approved: options.approved === true,
+  });
   return { carrier, number };
 }
 

@@ -1,8 +1,9 @@
 /**
- * Failed attempts per key (a source address, a username) in a fixed window, against password guessing: once a key has
- * `limit` failures in the window it is blocked until the window ends; a success clears it. In memory, per engine
- * process (a guesser spread over pods gets each pod's allowance), with at most `maxKeys` keys: past that, the oldest
- * go first, so a storm of made-up usernames cannot grow it without end.
+ * Failed attempts per key (a source address, a username, an account) in a fixed window, against password guessing:
+ * once a key has `limit` failures in the window it is blocked until the window ends; a success clears it. In memory,
+ * per process (a guesser spread over pods gets each pod's allowance), with at most `maxKeys` keys: past that, the
+ * oldest go first, so a storm of made-up usernames cannot grow it without end. Used by the SIP registrar
+ * (engine/sip/registrar.ts) and the carriers' HTTP interface (api/routes/carrier-mms.ts).
  */
 export class FailureLimiter {
   private readonly counts = new Map<string, { failures: number; since: number }>();
