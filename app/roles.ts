@@ -118,6 +118,13 @@ export async function startRoles(
     await stopAll();
     throw error;
   }
+  if (config.secret === undefined) {
+    // One line at start: the embedded default suits a laptop, not production (README, "Production").
+    log.warn(
+      { setting: 'SWITCHBOARD_SECRET' },
+      'SWITCHBOARD_SECRET is unset: the master secret is kept in the database it protects, so a copy of the database alone opens the SIP passwords and forges tokens; set it in production (README.md, "Production build and container image")',
+    );
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
