@@ -672,9 +672,13 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const sip = sipSettings(env);
   const rtp = rtpSettings(env);
+  const port = integer(env, 'PORT', 8080, 0, 65535);
   const metricsPort = text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError('METRICS_PORT must be another port than PORT: it takes /metrics off the API’s port');
+  }
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
     metricsPort,
     host: text(env, 'HOST') ?? '127.0.0.1',
     databaseUrl,

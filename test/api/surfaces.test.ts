@@ -105,6 +105,13 @@ test('METRICS_PORT serves /metrics on its own listener; the API port answers 404
   t.regex(after.text, /switchboard_http_request_duration_seconds_count\{[^}]*status="404"[^}]*\} [1-9]/);
 });
 
+test('METRICS_PORT must be a port, and another than PORT', (t) => {
+  t.is(loadConfig({}).metricsPort, undefined);
+  t.is(loadConfig({ METRICS_PORT: '9090' }).metricsPort, 9090);
+  t.throws(() => loadConfig({ METRICS_PORT: 'metrics' }), { message: /^METRICS_PORT must be a whole number/ });
+  t.throws(() => loadConfig({ PORT: '8080', METRICS_PORT: '8080' }), { message: /^METRICS_PORT must be another port/ });
+});
+
 test('without METRICS_PORT, /metrics stays on the API port', async (t) => {
   const metrics = await request(plain.url, 'GET', '/metrics');
   t.is(metrics.status, 200);

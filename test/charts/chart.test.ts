@@ -748,12 +748,10 @@ test('CRDs from the generated files behind crds.create, kept on uninstall; PDBs 
   t.regex(template('servicemonitor.yaml'), /^\{\{- if \.Values\.serviceMonitor\.enabled \}\}$/m);
   t.is(at(values, 'serviceMonitor.enabled'), false);
   const endpoints = at(monitor?.object, 'spec.endpoints') as Json[];
+  // One endpoint, the `metrics` ports: the API's (on a Service of its own) and the operator's; never the API's `http`.
   t.deepEqual(
     endpoints.map((endpoint) => [endpoint.port, endpoint.path]),
-    [
-      ['http', '/metrics'],
-      ['metrics', '/metrics'],
-    ],
+    [['metrics', '/metrics']],
   );
   // Each port it scrapes is a port of the API's or the operator's Service.
   const servicePorts = ofKind('Service').flatMap((doc) => (at(doc.object, 'spec.ports') as Json[]).map((p) => p.name));
@@ -761,6 +759,46 @@ test('CRDs from the generated files behind crds.create, kept on uninstall; PDBs 
   const notes = template('NOTES.txt');
   t.regex(notes, /port-forward service\//);
   t.regex(notes, /apply -f examples\//);
+});
+
+test('the API serves /metrics on a port of its own (METRICS_PORT) behind a ClusterIP Service of its own, never on its public one', (t) => {
+  const api = ofKind('Deployment').find((doc) => doc.file === 'api.yaml');
+  const container = (at(api?.object, 'spec.template.spec.containers') as Json[])[0] as Json;
+  const env = container.env as Json[];
+  const metricsEnv = env.find((entry) => entry.name === 'METRICS_PORT');
+  t.is(api?.action(metricsEnv?.value), '.Values.api.metricsPort | int64 | quote');
+  const ports = container.ports as Json[];
+  t.deepEqual(
+    ports.map((port) => port.name),
+    ['http', 'metrics'],
+  );
+  t.is(at(values, 'api.metricsPort'), 9090);
+  t.not(at(values, 'api.metricsPort'), at(values, 'api.port'));
+  const services = ofKind('Service').filter((doc) => doc.file === 'api.yaml');
+  const byName = (name: string) => services.find((doc) => doc.action(at(doc.object, 'metadata.name')) === name);
+  const main = byName('include "switchboard.componentName" (dict "root" . "component" "api")');
+  const metrics = byName('include "switchboard.componentName" (dict "root" . "component" "api-metrics")');
+  t.deepEqual(
+    (at(main?.object, 'spec.ports') as Json[]).map((port) => port.targetPort),
+    ['http'],
+    'the public Service: the API only',
+  );
+  t.is(main?.action(at(main.object, 'spec.type')), '.Values.api.service.type');
+  t.is(at(metrics?.object, 'spec.type'), 'ClusterIP');
+  t.deepEqual(
+    (at(metrics?.object, 'spec.ports') as Json[]).map((port) => [port.name, port.targetPort]),
+    [['metrics', 'metrics']],
+  );
+  // It selects the API's pods, and is labelled as the API's for the ServiceMonitor's selector.
+  t.regex(
+    template('api.yaml'),
+    /selector:\n\s+\{\{- include "switchboard\.selectorLabels" \(dict "root" \. "component" "api"\)[^\n]*\n\s+ports:\n\s+- name: metrics\n/,
+  );
+  t.deepEqual(
+    valuesErrors(helmMerge(values, { api: { metricsPort: 0 } })).length > 0,
+    true,
+    'the schema refuses port 0',
+  );
 });
 
 // ---------------------------------------------------------------------------------------------------------------
