@@ -131,11 +131,19 @@ function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): void {
 }
 
 /**
+ * The largest review the webhook reads: an update's carries the object and the old one, each up to the 1.5 MB etcd
+ * stores (a plan at its 256 KiB holds it twice, in its spec and in kubectl's last-applied annotation), within the
+ * 3 MiB the Kubernetes API server takes in a request. A review refused for its size would fail the write it reviews.
+ */
+export const admissionBodyLimit = 4 * 1024 * 1024;
+
+/**
  * The admission webhook's own HTTPS server (Kubernetes calls webhooks over TLS only): `POST /validate`, with every
- * error (an unreadable body, a failure) in the service's envelope, as on the main server.
+ * error (an unreadable body, a failure) in the service's envelope, as on the main server. Its body limit is the
+ * larger of BODY_LIMIT and `admissionBodyLimit`.
  */
 export function admissionServer(pool: pg.Pool, tls: { cert: Buffer; key: Buffer }, bodyLimit: number): FastifyInstance {
-  const app = Fastify({ https: tls, bodyLimit, logger: false });
+  const app = Fastify({ https: tls, bodyLimit: Math.max(bodyLimit, admissionBodyLimit), logger: false });
   app.setErrorHandler(async (error, _request, reply) => {
     const apiError = toApiError(error);
     return reply.code(apiError.status).send(apiError.body());

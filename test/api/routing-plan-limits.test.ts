@@ -210,7 +210,11 @@ test('a plan keeps at most 1,000 versions: eight saves at once at 999 make exact
 });
 
 /** An AdmissionReview to the admission webhook's own HTTPS listener, as the Kubernetes API server sends it. */
-async function admit(operation: 'CREATE' | 'UPDATE', object: { metadata: { uid?: string }; spec: unknown }) {
+async function admit(
+  operation: 'CREATE' | 'UPDATE',
+  object: { metadata: { uid?: string; annotations?: Record<string, string> }; spec: unknown },
+  oldObject?: unknown,
+) {
   if (service.admissionUrl === undefined) throw new Error('the operator serves no admission webhook');
   const review = {
     apiVersion: 'admission.k8s.io/v1',
@@ -222,6 +226,7 @@ async function admit(operation: 'CREATE' | 'UPDATE', object: { metadata: { uid?:
       operation,
       namespace,
       object,
+      ...(oldObject === undefined ? {} : { oldObject }),
     },
   };
   const answer = await request(service.admissionUrl, 'POST', '/validate', { body: review, idempotencyKey: null });
@@ -303,4 +308,28 @@ test('a RoutingPlan past a limit gets Valid=False with the REST message; the adm
   t.is(condition(pastVersions, 'Ready')?.status, 'False');
   t.is(pastVersions.status.newestVersion, maxVersionsPerPlan, 'the recorded versions stay');
   t.is((await api(second)('GET', `/routing-plans/${planId}`)).body.newestVersion, maxVersionsPerPlan);
+});
+
+test('the admission webhook reads the review of a plan at the size limit applied by kubectl: both objects, twice the spec each', async (t) => {
+  const setup = await workspaceWithUser(service);
+  const spec = {
+    applicationId: setup.applicationId,
+    workspaceId: setup.workspace.id,
+    id: randomUUID(),
+    name: 'At the limit',
+    definition: definitionOf(maxDefinitionBytes),
+  };
+  // kubectl apply keeps the applied object again in an annotation: an object carries its definition twice, and an
+  // update's review carries the old object too, about 1 MiB here (the Kubernetes API server sends up to its own 3 MiB).
+  const applied = (name: string) => ({
+    metadata: {
+      uid: spec.id,
+      annotations: {
+        'kubectl.kubernetes.io/last-applied-configuration': JSON.stringify({ metadata: { name }, spec }),
+      },
+    },
+    spec,
+  });
+  const verdict = await admit('UPDATE', applied('at-the-limit'), applied('at-the-limit'));
+  t.true(verdict.allowed, JSON.stringify(verdict.status));
 });
