@@ -128,8 +128,14 @@ export async function startRoles(
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
+  const metricsAddress = metrics?.server.address() as AddressInfo | undefined;
   log.info(
-    { roles: [...roles], url, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' },
+    {
+      roles: [...roles],
+      url,
+      database: config.databaseUrl ? 'DATABASE_URL' : 'embedded',
+      ...(metricsAddress === undefined ? {} : { metricsUrl: `http://${host}:${metricsAddress.port}/metrics` }),
+    },
     'switchboard started',
   );
 

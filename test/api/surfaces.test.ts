@@ -99,6 +99,9 @@ test('METRICS_PORT serves /metrics on its own listener; the API port answers 404
   const api = await request(`http://127.0.0.1:${metricsPort}`, 'GET', '/api/v1/workspaces');
   t.is(api.status, 404);
   t.is(api.body?.error?.code, 'not_found');
+  // The start says where the metrics are.
+  const started = configured.logs.map((line) => JSON.parse(line)).find((entry) => entry.msg === 'switchboard started');
+  t.is(started?.metricsUrl, `http://127.0.0.1:${metricsPort}/metrics`);
   // The API's port keeps its health checks, and the requests it served are counted on the metrics port.
   t.is((await request(configured.url, 'GET', '/readyz')).status, 200);
   const after = await request(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics');
