@@ -108,7 +108,7 @@ export function registerApi(app: FastifyInstance, shared: Services): void {
     );
   }
   // The softphone page and the browser library: static, outside /api/v1.
-  phoneRoutes(app);
+  phoneRoutes(app, services.config.phoneFrameAncestors);
   // What carriers call (inbound MMS, MMS status callbacks), outside /api/v1 with their own credentials.
   carrierMmsRoutes(app, services);
 

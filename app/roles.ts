@@ -12,7 +12,7 @@ import { startApi } from '../api/start.ts';
 import type { Clock } from '../core/clock.ts';
 import type { Config } from '../core/config.ts';
 import { openDatabase } from '../core/database.ts';
-import { registerHealthRoutes } from '../core/health.ts';
+import { metricsServer, registerHealthRoutes } from '../core/health.ts';
 import { createHttpServer } from '../core/http.ts';
 import { errorForLog } from '../core/log-errors.ts';
 import { createMetricsRegistry } from '../core/metrics.ts';
@@ -61,7 +61,9 @@ export async function startRoles(
     registry,
     ...(options.logStream ? { logStream: options.logStream } : {}),
   });
-  registerHealthRoutes(app, database.pool, registry);
+  // METRICS_PORT moves /metrics off the API's public port to a listener of its own.
+  const metrics = roles.has('api') && config.metricsPort !== undefined ? metricsServer(registry) : undefined;
+  registerHealthRoutes(app, database.pool, registry, { metrics: metrics === undefined });
 
   const context: RoleContext = {
     config,
@@ -83,7 +85,9 @@ export async function startRoles(
   const port = roles.has('api') ? config.port : roles.has('engine') ? config.engineHttpPort : config.operatorHttpPort;
   try {
     await app.listen({ port, host: config.host });
+    await metrics?.listen({ port: config.metricsPort, host: config.host });
   } catch (error) {
+    await Promise.all([app.close(), metrics?.close()]);
     await database.close();
     throw error;
   }
@@ -94,7 +98,7 @@ export async function startRoles(
   const stopAll = async () => {
     const latestFirst = [...started].reverse();
     for (const role of latestFirst) await role.stop?.();
-    await Promise.all([app.close(), ...latestFirst.map((role) => role.close())]);
+    await Promise.all([app.close(), metrics?.close(), ...latestFirst.map((role) => role.close())]);
     await database.close();
   };
   let engine: RunningEngine | undefined;
@@ -114,11 +118,24 @@ export async function startRoles(
     await stopAll();
     throw error;
   }
+  if (config.secret === undefined) {
+    // One line at start: the embedded default suits a laptop, not production (README, "Production").
+    log.warn(
+      { setting: 'SWITCHBOARD_SECRET' },
+      'SWITCHBOARD_SECRET is unset: the master secret is kept in the database it protects, so a copy of the database alone opens the SIP passwords and forges tokens; set it in production (README.md, "Production build and container image")',
+    );
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
+  const metricsAddress = metrics?.server.address() as AddressInfo | undefined;
   log.info(
-    { roles: [...roles], url, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' },
+    {
+      roles: [...roles],
+      url,
+      database: config.databaseUrl ? 'DATABASE_URL' : 'embedded',
+      ...(metricsAddress === undefined ? {} : { metricsUrl: `http://${host}:${metricsAddress.port}/metrics` }),
+    },
     'switchboard started',
   );
 

@@ -11,6 +11,7 @@
  * step; the README table, the chart and the engine pods' environment are all checked against this one list.
  */
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 
 /** The processes that read a setting (`all` runs the three). */
 export type SettingReader = 'api' | 'engine' | 'operator';
@@ -46,6 +47,13 @@ const declared = [
     name: 'PORT',
     default: '8080',
     meaning: 'TCP port of the HTTP API (and of health and metrics under `all`).',
+    readBy: ['api'],
+  },
+  {
+    name: 'METRICS_PORT',
+    default: '(unset)',
+    meaning:
+      'A port of its own for `/metrics` (Prometheus text), on `HOST`: when set, the API’s `PORT` no longer serves it. Unset: `/metrics` is on `PORT`, beside `/api/v1`: keep that port off the public network, or set this.',
     readBy: ['api'],
   },
   {
@@ -144,6 +152,13 @@ const declared = [
     default: '1073741824',
     meaning:
       'Bytes of idempotent answers one scope keeps for 24 hours (as stored, sealed); past it mutations get 409 `limit_exceeded`.',
+    readBy: ['api'],
+  },
+  {
+    name: 'PHONE_FRAME_ANCESTORS',
+    default: '(none)',
+    meaning:
+      "Origins allowed to show the `/phone` page in a frame (the embedding application’s, e.g. `https://app.example.com`), separated by spaces or commas. Unset: no page may frame it (`frame-ancestors 'none'`, `X-Frame-Options: DENY`).",
     readBy: ['api'],
   },
   {
@@ -303,6 +318,17 @@ const declared = [
     enginePod: { from: 'secret', reference: 'ENGINE_ICE_SERVERS_SECRET' },
   },
   {
+    name: 'WEBRTC_ADDRESSES',
+    default: '(the RTP address)',
+    meaning:
+      'The IP addresses the engine’s WebRTC offers list as host candidates, comma-separated: those browsers reach the engine at. Unset: RTP_HOST, or ADVERTISED_HOST when RTP_HOST is 0.0.0.0 or ::. No other address of the machine is offered; the servers of ICE_SERVERS add their own candidates.',
+    readBy: ['engine'],
+    enginePod: {
+      from: 'default',
+      reason: 'each pod offers its own ADVERTISED_HOST, the node’s address on the host network and the pod’s off it',
+    },
+  },
+  {
     name: 'WEBRTC_MEDIA',
     default: 'g711',
     meaning:
@@ -363,6 +389,8 @@ export interface OidcConfig {
 
 export interface Config {
   port: number;
+  /** METRICS_PORT: `/metrics` on a listener of its own (and not on `port`), when set. */
+  metricsPort: number | undefined;
   host: string;
   databaseUrl: string | undefined;
   poolSize: number;
@@ -373,6 +401,8 @@ export interface Config {
   bodyLimit: number;
   /** IDEMPOTENCY_ANSWERS_PER_SCOPE and IDEMPOTENCY_BYTES_PER_SCOPE: what one idempotency scope keeps. */
   idempotency: { answersPerScope: number; bytesPerScope: number };
+  /** PHONE_FRAME_ANCESTORS: the origins that may frame `/phone` (none: no page may). */
+  phoneFrameAncestors: readonly string[];
   logLevel: string;
   shutdownTimeoutMs: number;
   engineHttpPort: number;
@@ -417,6 +447,8 @@ export interface Config {
   engineId: string | undefined;
   /** ICE_SERVERS: the STUN and TURN servers of browser calls (none: host candidates only). Never logged. */
   iceServers: readonly IceServer[];
+  /** WEBRTC_ADDRESSES: the addresses browser legs' offers list as host candidates, normalized. */
+  webrtcAddresses: readonly string[];
   /** WEBRTC_MEDIA: the stack of browser legs' media. */
   webrtcMedia: 'g711' | 'libwebrtc';
 }
@@ -468,6 +500,71 @@ function rtpSettings(env: Env): Config['rtp'] {
   const portMax = integer(env, 'RTP_PORT_MAX', 20999, 1025, 65535);
   if (portMax <= portMin) throw new ConfigError('RTP_PORT_MAX must be above RTP_PORT_MIN');
   return { host: text(env, 'RTP_HOST') ?? text(env, 'SIP_HOST') ?? '127.0.0.1', portMin, portMax };
+}
+
+/**
+ * PHONE_FRAME_ANCESTORS: origins (`https://app.example.com`, `http://localhost:3000`), each as the URL standard
+ * serializes it, since each goes into a content-security-policy header as it is.
+ */
+function origins(env: Env, name: string): string[] {
+  const raw = text(env, name);
+  if (raw === undefined) return [];
+  const list = raw.split(/[\s,]+/).filter((entry) => entry !== '');
+  if (list.length > maxFrameAncestors) throw new ConfigError(`${name} lists more than ${maxFrameAncestors} origins`);
+  return list.map((entry) => {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(entry);
+    } catch {
+      parsed = undefined;
+    }
+    // Scheme, host and port only: a path, query, fragment or credentials is no origin.
+    if (
+      parsed === undefined ||
+      (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') ||
+      !/^https?:\/\/[^/?#@]+\/?$/i.test(entry)
+    ) {
+      throw new ConfigError(`${name} must list origins such as https://app.example.com, got "${entry.slice(0, 200)}"`);
+    }
+    return parsed.origin;
+  });
+}
+
+const maxFrameAncestors = 32;
+
+/** Unicast IP addresses (WEBRTC_ADDRESSES), normalized (IPv6 compressed), without duplicates. */
+function ipAddresses(name: string, list: readonly string[]): string[] {
+  const addresses = list.map((entry) => {
+    const address = entry.replace(/^\[(.*)\]$/, '$1');
+    const valid = ipaddr.IPv4.isValidFourPartDecimal(address) || ipaddr.IPv6.isValid(address);
+    const range = valid ? ipaddr.parse(address).range() : undefined;
+    if (range === undefined || range === 'unspecified' || range === 'multicast' || range === 'broadcast') {
+      throw new ConfigError(`${name} must list unicast IP addresses, got "${entry.slice(0, 100)}"`);
+    }
+    return ipaddr.parse(address).toString();
+  });
+  return [...new Set(addresses)];
+}
+
+/**
+ * WEBRTC_ADDRESSES, or the address RTP is reached at: RTP_HOST, or ADVERTISED_HOST when RTP binds a wildcard. ICE
+ * candidates name IP addresses, so that address must be one.
+ */
+function webrtcAddresses(env: Env, rtp: Config['rtp'], sip: Config['sip']): string[] {
+  const raw = text(env, 'WEBRTC_ADDRESSES');
+  if (raw !== undefined) {
+    const list = raw.split(',').map((entry) => entry.trim());
+    if (list.length > 16) throw new ConfigError('WEBRTC_ADDRESSES lists more than 16 addresses');
+    return ipAddresses('WEBRTC_ADDRESSES', list);
+  }
+  const [name, given] = wildcard(rtp.host) ? ['ADVERTISED_HOST', sip.advertisedHost] : ['RTP_HOST', rtp.host];
+  const address = given === 'localhost' ? '127.0.0.1' : given;
+  if (!ipaddr.isValid(address.replace(/^\[(.*)\]$/, '$1'))) {
+    throw new ConfigError(
+      `WEBRTC_ADDRESSES must list the IP addresses browsers reach the engine at: ${name} (${address}) is not an IP address`,
+    );
+  }
+  return ipAddresses(name, [address]);
 }
 
 /** A Kubernetes namespace name (RFC 1123 label). */
@@ -645,8 +742,16 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://');
   }
+  const sip = sipSettings(env);
+  const rtp = rtpSettings(env);
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const metricsPort = text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError('METRICS_PORT must be another port than PORT: it takes /metrics off the API’s port');
+  }
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
+    metricsPort,
     host: text(env, 'HOST') ?? '127.0.0.1',
     databaseUrl,
     poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
@@ -668,6 +773,7 @@ export function loadConfig(env: Env = process.env): Config {
       answersPerScope: integer(env, 'IDEMPOTENCY_ANSWERS_PER_SCOPE', 1000000, 1, 1000000000),
       bytesPerScope: integer(env, 'IDEMPOTENCY_BYTES_PER_SCOPE', 1073741824, 1024, 1099511627776),
     },
+    phoneFrameAncestors: origins(env, 'PHONE_FRAME_ANCESTORS'),
     logLevel,
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30000, 0, 3600000),
     engineHttpPort: integer(env, 'ENGINE_HTTP_PORT', 8081, 0, 65535),
@@ -678,11 +784,12 @@ export function loadConfig(env: Env = process.env): Config {
     webhookShares: webhookShareSettings(env, webhookConcurrency),
     resourceNamespace: namespace(env, 'RESOURCE_NAMESPACE'),
     kubernetes: kubernetesSettings(env),
-    sip: sipSettings(env),
-    rtp: rtpSettings(env),
+    sip,
+    rtp,
     ttsCommand: text(env, 'TTS_COMMAND') ?? 'espeak-ng',
     engineId: text(env, 'ENGINE_ID'),
     iceServers: iceServers(env),
+    webrtcAddresses: webrtcAddresses(env, rtp, sip),
     webrtcMedia: oneOf(env, 'WEBRTC_MEDIA', ['g711', 'libwebrtc'] as const, 'g711'),
     forEnginePods: forEnginePods(env),
   };

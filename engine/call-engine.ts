@@ -132,7 +132,7 @@ export async function startCallEngine(options: {
     log,
     carrierSecrets: options.carrierSecrets,
     iceServers: config.iceServers,
-    webrtcMedia: await webrtcMediaFactory(config.webrtcMedia),
+    webrtcMedia: await webrtcMediaFactory(config),
     ...(options.clock ? { clock: options.clock } : {}),
   };
   const admission = new Admission(services, active);
@@ -241,13 +241,15 @@ export async function startCallEngine(options: {
 const distributionConnections = 3;
 
 /**
- * The browser legs' media stack WEBRTC_MEDIA names. The libwebrtc binding is loaded only when chosen: it is native,
- * starts threads of its own, and a process that loaded it must end by `process.exit` (engine/media/webrtc.ts).
+ * The browser legs' media stack WEBRTC_MEDIA names, offering the addresses of WEBRTC_ADDRESSES. The libwebrtc binding
+ * is loaded only when chosen: it is native, starts threads of its own, and a process that loaded it must end by
+ * `process.exit` (engine/media/webrtc.ts).
  */
-async function webrtcMediaFactory(stack: Config['webrtcMedia']): Promise<WebRtcMediaFactory> {
-  if (stack === 'libwebrtc') {
+async function webrtcMediaFactory(config: Config): Promise<WebRtcMediaFactory> {
+  const hostAddresses = config.webrtcAddresses;
+  if (config.webrtcMedia === 'libwebrtc') {
     const { WebRtcEndpoint } = await import('./media/webrtc.ts');
-    return (options) => new WebRtcEndpoint(options);
+    return (options) => new WebRtcEndpoint({ hostAddresses, ...options });
   }
-  return (options) => new G711WebRtcEndpoint(options);
+  return (options) => new G711WebRtcEndpoint({ hostAddresses, ...options });
 }

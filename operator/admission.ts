@@ -2,7 +2,8 @@
  * The validating admission webhook (docs/kubernetes.md): `POST /validate` takes an `admission.k8s.io/v1`
  * AdmissionReview and answers it. A `RoutingPlan` created or updated with an invalid spec is refused at
  * `kubectl apply` with the issues the REST API's 422 `invalid_plan` lists (the same validator, against the same
- * workspace facts); a `Queue` that a routing plan uses cannot be deleted. Everything else is allowed. A body that is
+ * workspace facts; a definition over its size is one, `definition_too_large`), and one past the limits on plans per
+ * workspace or versions per plan with the REST API's 409 `limit_exceeded` message (core/routing/limits.ts); a `Queue` that a routing plan uses cannot be deleted. Everything else is allowed. A body that is
  * not an AdmissionReview gets 400 in the service's error envelope.
  *
  * It is served only by `admissionServer`, a listener of its own over HTTPS (ADMISSION_TLS_DIR, ADMISSION_PORT), which
@@ -15,6 +16,8 @@ import { toApiError } from '../core/http.ts';
 import type pg from 'pg';
 import { RoutingPlanSpec } from '../core/resources/kinds.ts';
 import { workspaceFacts } from '../core/routing/facts.ts';
+import { planLimitProblem } from '../core/routing/limits.ts';
+import { planLimitFacts } from '../core/routing/plans.ts';
 import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import { isUuid } from '../core/ids.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
@@ -74,8 +77,16 @@ export async function review(pool: pg.Pool, request: AdmissionRequest): Promise<
     }
     const facts = await workspaceFacts(pool, plan.workspaceId, referencesOf(plan.definition), false);
     const result = validateDefinition(plan.definition, facts);
-    if (result.valid) return { allowed: true };
-    return denied(422, 'Invalid', `invalid_plan: ${describeIssues(result.issues)}`, issueCauses(result.issues));
+    if (!result.valid) {
+      return denied(422, 'Invalid', `invalid_plan: ${describeIssues(result.issues)}`, issueCauses(result.issues));
+    }
+    // The limits on plans and versions, as the API and the reconciler judge them (again, under their locks).
+    const planId = plan.id ?? request.object?.metadata?.uid;
+    const limit = planLimitProblem(
+      await planLimitFacts(pool, plan.workspaceId, isUuid(planId ?? '') ? planId : undefined, plan.definition),
+    );
+    if (limit === undefined) return { allowed: true };
+    return denied(409, 'Conflict', `limit_exceeded: ${limit}`, [{ field: 'spec.definition', message: limit }]);
   }
   if (request.kind.kind === 'Queue' && request.operation === 'DELETE') {
     const old = request.oldObject;
@@ -120,11 +131,19 @@ function registerAdmissionRoutes(app: FastifyInstance, pool: pg.Pool): void {
 }
 
 /**
+ * The largest review the webhook reads: an update's carries the object and the old one, each up to the 1.5 MB etcd
+ * stores (a plan at its 256 KiB holds it twice, in its spec and in kubectl's last-applied annotation), within the
+ * 3 MiB the Kubernetes API server takes in a request. A review refused for its size would fail the write it reviews.
+ */
+export const admissionBodyLimit = 4 * 1024 * 1024;
+
+/**
  * The admission webhook's own HTTPS server (Kubernetes calls webhooks over TLS only): `POST /validate`, with every
- * error (an unreadable body, a failure) in the service's envelope, as on the main server.
+ * error (an unreadable body, a failure) in the service's envelope, as on the main server. Its body limit is the
+ * larger of BODY_LIMIT and `admissionBodyLimit`.
  */
 export function admissionServer(pool: pg.Pool, tls: { cert: Buffer; key: Buffer }, bodyLimit: number): FastifyInstance {
-  const app = Fastify({ https: tls, bodyLimit, logger: false });
+  const app = Fastify({ https: tls, bodyLimit: Math.max(bodyLimit, admissionBodyLimit), logger: false });
   app.setErrorHandler(async (error, _request, reply) => {
     const apiError = toApiError(error);
     return reply.code(apiError.status).send(apiError.body());

@@ -3,7 +3,9 @@
  * whoever wrote it. The definition is validated against the workspace exactly as the REST API validates a save; a
  * valid definition that differs from the newest version becomes the next version; `publishedVersion` (what the API
  * writes) or `publish: true` (GitOps: publish each valid definition) decide the published version. An invalid
- * definition is never recorded or published: the status says `Valid=False` with the `issues` a REST 422 would list.
+ * definition is never recorded or published: the status says `Valid=False` with the `issues` a REST 422 would list,
+ * and so is one past a limit (core/routing/limits.ts: size, plans per workspace, versions per plan), with the message
+ * of the REST API's 413 or 409 (`LimitExceeded`; the size is an issue, `definition_too_large`).
  * Deleting the resource archives the plan (a finalizer holds the deletion until then), unless numbers are assigned
  * to it, which keeps it (the status says so). Idempotent: a resource whose records already match changes nothing.
  */
@@ -15,10 +17,12 @@ import { Type } from 'typebox';
 import { RoutingPlanSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { workspaceFacts } from '../core/routing/facts.ts';
+import { plansLimitProblem, versionsLimitProblem } from '../core/routing/limits.ts';
 import {
   archiveUnlessAssigned,
   insertVersion,
   lockPlanRecord,
+  lockWorkspacePlans,
   publishVersion,
   recordPlan,
   renamePlan,
@@ -57,6 +61,8 @@ const missingRecordCodes = new Set<PlanIssue['code']>([
   'unknown_user',
 ]);
 const missingRecordRecheckMs = 30_000;
+/** A plan over a limit on plans or versions is looked at again this often (an archived plan makes room). */
+const limitRecheckMs = 60_000;
 const awaitsRecords = (issues: PlanIssue[]) => issues.some((issue) => missingRecordCodes.has(issue.code));
 
 const condition = (
@@ -107,34 +113,56 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
       spec.definition,
       await workspaceFacts(db, spec.workspaceId, references, true),
     );
+    // A valid definition that is not the newest version becomes one, within the limits (core/routing/limits.ts):
+    // a new plan counted under the workspace's plan-count lock, a new version under the plan row's lock held here.
+    let limit: string | undefined;
     if (validation.valid && (record === undefined || !record.newest_matches)) {
-      const version = (record?.newest_version ?? 0) + 1;
-      if (record === undefined) await recordPlan(db, planId, spec.workspaceId, spec.name);
-      else await setNewestVersion(db, planId, version);
-      await insertVersion(db, planId, version, spec.definition, references);
-      record = await lockPlanRecord(db, planId, spec.definition);
+      limit =
+        record === undefined
+          ? plansLimitProblem(await lockWorkspacePlans(db, spec.workspaceId))
+          : versionsLimitProblem(record.newest_version);
+      if (limit === undefined) {
+        const version = (record?.newest_version ?? 0) + 1;
+        if (record === undefined) await recordPlan(db, planId, spec.workspaceId, spec.name);
+        else await setNewestVersion(db, planId, version);
+        await insertVersion(db, planId, version, spec.definition, references);
+        record = await lockPlanRecord(db, planId, spec.definition);
+      }
     }
+    const overLimit = limit === undefined ? undefined : condition('Valid', 'False', 'LimitExceeded', limit);
+    /** Looked at again while over a limit (another plan archived makes room) or awaiting records. */
+    const requeue =
+      limit !== undefined
+        ? { requeueAfterMs: limitRecheckMs }
+        : awaitsRecords(validation.issues)
+          ? { requeueAfterMs: missingRecordRecheckMs }
+          : {};
     if (record === undefined) {
-      // Invalid before anything was recorded: nothing to publish, nothing for calls to run.
+      // Invalid, or over a limit, before anything was recorded: nothing to publish, nothing for calls to run.
       return {
         conditions: [
-          condition('Valid', 'False', 'Invalid', describeIssues(validation.issues)),
-          condition('Published', 'False', 'Invalid', 'an invalid definition is never published'),
-          condition('Ready', 'False', 'Invalid', 'fix the definition'),
+          overLimit ?? condition('Valid', 'False', 'Invalid', describeIssues(validation.issues)),
+          overLimit === undefined
+            ? condition('Published', 'False', 'Invalid', 'an invalid definition is never published')
+            : condition('Published', 'False', 'LimitExceeded', 'nothing recorded'),
+          overLimit === undefined
+            ? condition('Ready', 'False', 'Invalid', 'fix the definition')
+            : condition('Ready', 'False', 'LimitExceeded', limit as string),
         ],
         issues: validation.issues,
         newestVersion: null,
         publishedVersion: null,
-        ...(awaitsRecords(validation.issues) ? { requeueAfterMs: missingRecordRecheckMs } : {}),
+        ...requeue,
       };
     }
     if (record.name !== spec.name) await renamePlan(db, planId, spec.name);
 
     // Publishing: the version the spec names, or (publish: true) the newest, once it is this valid definition.
+    const current = validation.valid && limit === undefined;
     const wanted =
       spec.publishedVersion !== undefined
         ? spec.publishedVersion
-        : spec.publish === true && validation.valid
+        : spec.publish === true && current
           ? record.newest_version
           : record.published_version;
     let publishIssue: string | undefined;
@@ -157,22 +185,28 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
     const published = record.published_version;
     return {
       conditions: [
-        validation.valid
-          ? condition('Valid', 'True', 'Validated', `version ${record.newest_version} is this definition`)
-          : condition('Valid', 'False', 'Invalid', describeIssues(validation.issues)),
+        overLimit ??
+          (validation.valid
+            ? condition('Valid', 'True', 'Validated', `version ${record.newest_version} is this definition`)
+            : condition('Valid', 'False', 'Invalid', describeIssues(validation.issues))),
         publishIssue !== undefined
           ? condition('Published', 'False', 'PublishRefused', publishIssue)
           : published === null
             ? condition('Published', 'False', 'Draft', 'no version is published')
             : condition('Published', 'True', 'Published', `version ${published} is published`),
-        validation.valid && publishIssue === undefined
+        current && publishIssue === undefined
           ? condition('Ready', 'True', 'Reconciled', 'the records match the resource')
-          : condition('Ready', 'False', validation.valid ? 'PublishRefused' : 'Invalid', 'see Valid and Published'),
+          : condition(
+              'Ready',
+              'False',
+              overLimit !== undefined ? 'LimitExceeded' : validation.valid ? 'PublishRefused' : 'Invalid',
+              'see Valid and Published',
+            ),
       ],
       issues: validation.issues,
       newestVersion: record.newest_version,
       publishedVersion: published,
-      ...(awaitsRecords(validation.issues) ? { requeueAfterMs: missingRecordRecheckMs } : {}),
+      ...requeue,
     };
   });
 }

@@ -74,13 +74,15 @@ function script(name: (typeof scripts)[number]): Promise<string> {
   return source;
 }
 
-export function phoneRoutes(app: FastifyInstance): void {
-  app.get('/phone', async (_request, reply) =>
-    reply
-      .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', "default-src 'self'; style-src 'unsafe-inline'; connect-src *")
-      .send(page),
-  );
+/** `frameAncestors`: origins that may frame the page (PHONE_FRAME_ANCESTORS, checked by core/config.ts); none: no page. */
+export function phoneRoutes(app: FastifyInstance, frameAncestors: readonly string[]): void {
+  const ancestors = frameAncestors.length === 0 ? "'none'" : frameAncestors.join(' ');
+  const policy = `default-src 'self'; style-src 'unsafe-inline'; connect-src *; frame-ancestors ${ancestors}`;
+  app.get('/phone', async (_request, reply) => {
+    reply.header('content-type', 'text/html; charset=utf-8').header('content-security-policy', policy);
+    if (frameAncestors.length === 0) reply.header('x-frame-options', 'DENY');
+    return reply.send(page);
+  });
   for (const name of scripts) {
     app.get(`/phone/${name}.js`, async (_request, reply) =>
       reply

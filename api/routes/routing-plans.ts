@@ -4,7 +4,8 @@
  * (core/routing/validate.ts) serves validate, save and publish; a save or publish share-locks the queues, schedules
  * and AI agents it names (core/routing/facts.ts), so a concurrent delete of one of them is refused or makes the save
  * fail, never leaving a plan pointing at nothing. The plan row is locked for every change, so concurrent saves get
- * distinct version numbers.
+ * distinct version numbers. The limits (core/routing/limits.ts): a definition over its size is 413, a plan past its
+ * versions or a workspace past its plans 409 `limit_exceeded`, counted under those locks.
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
@@ -14,6 +15,7 @@ import { assignNumber, lockWorkspaceNumber, numberUpdated } from '../../core/num
 import { type ConditionInput, conditions } from '../../core/resources/conditions.ts';
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
+import { definitionSizeProblem, plansLimitProblem, versionsLimitProblem } from '../../core/routing/limits.ts';
 import {
   archivePlan,
   createPlan,
@@ -21,6 +23,7 @@ import {
   listPlans,
   listVersions,
   lockPlan,
+  lockWorkspacePlans,
   nextVersion,
   planVersion,
   type PlanRow,
@@ -90,6 +93,17 @@ function planJson(row: PlanRow) {
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
+}
+
+/** 413 `payload_too_large` for a definition over the size a plan may store (core/routing/limits.ts). */
+function checkSize(definition: unknown): void {
+  const problem = definitionSizeProblem(definition);
+  if (problem !== undefined) throw new ApiError('payload_too_large', problem);
+}
+
+/** 409 `limit_exceeded` for a limit on plans or versions (the limit's message). */
+function checkLimit(problem: string | undefined): void {
+  if (problem !== undefined) throw new ApiError('limit_exceeded', problem);
 }
 
 /** Validates against the workspace with the things it names share-locked; 422 `invalid_plan` when invalid. */
@@ -179,7 +193,9 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db, body } = context;
+      checkSize(body.definition);
       const references = await checkForSave(db, workspace.id, body.definition);
+      checkLimit(plansLimitProblem(await lockWorkspacePlans(db, workspace.id)));
       const publish = body.publish === true;
       const planId = await createPlan(db, workspace.id, body.name, publish);
       await insertVersion(db, planId, 1, body.definition, references);
@@ -227,9 +243,11 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { db, body } = context;
       const planId = context.params.id as string;
-      await lockPlan(db, planId, workspace.id);
+      const { newestVersion } = await lockPlan(db, planId, workspace.id);
       if (body.definition !== undefined) {
+        checkSize(body.definition);
         const references = await checkForSave(db, workspace.id, body.definition);
+        checkLimit(versionsLimitProblem(newestVersion));
         await insertVersion(db, planId, await nextVersion(db, planId), body.definition, references);
       }
       if (body.name !== undefined) await renamePlan(db, planId, body.name);

@@ -7,6 +7,7 @@
  */
 import { type Static, type TSchema, Type } from 'typebox';
 import { e164Pattern } from '../ids.ts';
+import { maxDefinitionBytes } from './limits.ts';
 
 /** Steps a plan may hold (the bench validates 1,000). */
 export const maxSteps = 2000;
@@ -264,6 +265,9 @@ export const RoutingPlanDefinition = Type.Object(
     }),
     recording: Type.Optional(Recording),
   },
-  { additionalProperties: false, description: 'A routing plan: where an inbound call goes, step by step' },
+  {
+    additionalProperties: false,
+    description: `A routing plan: where an inbound call goes, step by step; at most ${maxDefinitionBytes} bytes (256 KiB) as JSON`,
+  },
 );
 export type RoutingPlanDefinition = Static<typeof RoutingPlanDefinition>;

@@ -2,11 +2,12 @@
  * The `routing_plans` and `routing_plan_versions` tables: a plan row (name, newest and published version, archived)
  * and its immutable versions, each with the ids it names (for `in_use` checks, usage.ts). Written by the REST API
  * (operations 25-33) and by the `RoutingPlan` reconciler; the plan row is locked for every change, so concurrent
- * saves get distinct version numbers.
+ * saves get distinct version numbers, and creations take the workspace's plan-count lock (core/routing/limits.ts).
  */
 import type { Queryable } from '../database.ts';
 import { notFound } from '../errors.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
+import type { PlanLimitFacts } from './limits.ts';
 import type { referencesOf } from './validate.ts';
 
 export interface PlanRow {
@@ -57,13 +58,62 @@ export function listPlans(db: Queryable, workspaceId: string, window: PageWindow
   );
 }
 
-/** Locks the plan row for the rest of the transaction (saves, publishes, assignments and archiving serialize). */
-export async function lockPlan(db: Queryable, id: string, workspaceId: string): Promise<void> {
-  const result = await db.query(
-    'SELECT id FROM routing_plans WHERE id = $1 AND workspace_id = $2 AND archived_at IS NULL FOR UPDATE',
+/**
+ * Locks the plan row for the rest of the transaction (saves, publishes, assignments and archiving serialize); its
+ * newest version, what the versions limit is judged on.
+ */
+export async function lockPlan(db: Queryable, id: string, workspaceId: string): Promise<{ newestVersion: number }> {
+  const result = await db.query<{ newest_version: number }>(
+    `SELECT newest_version FROM routing_plans WHERE id = $1 AND workspace_id = $2 AND archived_at IS NULL
+        FOR UPDATE`,
     [id, workspaceId],
   );
-  if (result.rowCount === 0) throw notFound('routing plan');
+  const row = result.rows[0];
+  if (row === undefined) throw notFound('routing plan');
+  return { newestVersion: row.newest_version };
+}
+
+/**
+ * Takes the workspace's plan-count lock until commit (a transaction-level advisory lock: plan creations in one
+ * workspace serialize, nothing else waits on it) and counts the workspace's plans that are not archived: a count
+ * that stays true until this transaction's plan is inserted.
+ */
+export async function lockWorkspacePlans(db: Queryable, workspaceId: string): Promise<number> {
+  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`routing-plans:${workspaceId}`]);
+  const result = await db.query<{ plans: number }>(
+    'SELECT count(*)::int AS plans FROM routing_plans WHERE workspace_id = $1 AND archived_at IS NULL',
+    [workspaceId],
+  );
+  return (result.rows[0] as { plans: number }).plans;
+}
+
+/**
+ * What the limits are judged on when `definition` is written to plan `planId` (when recorded, with its newest version
+ * and whether that is `definition`), read without a lock: the admission webhook's view, which the API and the
+ * reconciler judge again under their locks.
+ */
+export async function planLimitFacts(
+  db: Queryable,
+  workspaceId: string,
+  planId: string | undefined,
+  definition: unknown,
+): Promise<PlanLimitFacts> {
+  const result = await db.query<{ plans: number; newest_version: number | null; newest_matches: boolean | null }>(
+    `SELECT (SELECT count(*)::int FROM routing_plans WHERE workspace_id = $1 AND archived_at IS NULL) AS plans,
+            p.newest_version,
+            (SELECT v.definition::jsonb = $3::jsonb FROM routing_plan_versions v
+              WHERE v.plan_id = p.id AND v.version = p.newest_version) AS newest_matches
+       FROM (SELECT 1) one
+       LEFT JOIN routing_plans p ON p.id = $2::uuid AND p.workspace_id = $1 AND p.archived_at IS NULL`,
+    [workspaceId, planId ?? null, JSON.stringify(definition)],
+  );
+  const row = result.rows[0] as { plans: number; newest_version: number | null; newest_matches: boolean | null };
+  return {
+    plans: row.plans,
+    ...(row.newest_version === null
+      ? {}
+      : { plan: { newestVersion: row.newest_version, newestMatches: row.newest_matches === true } }),
+  };
 }
 
 export async function insertVersion(

@@ -7,6 +7,7 @@
  * read in validate-graph.ts, the workspace references in validate-references.ts; this file puts them together.
  */
 import { maxSteps, stepNamePattern, stepTypes } from './definition.ts';
+import { definitionSizeProblem } from './limits.ts';
 import { components, edgesOf, loopThrough } from './validate-graph.ts';
 import { referencesOf, workspaceProblems } from './validate-references.ts';
 import { compare, isObject, type Json, knownType, stepProblems, validators } from './validate-schema.ts';
@@ -42,6 +43,7 @@ export interface PlanReferences {
 /** Every code `validateDefinition` may report (docs/routing-plans.md). Only `unreachable_step` is a warning. */
 export const planIssueCodes = [
   // structure
+  'definition_too_large',
   'invalid_definition',
   'too_many_steps',
   'invalid_step_name',
@@ -101,6 +103,12 @@ export function validateDefinition(
     return { valid: !issues.some((issue) => issue.severity === 'error'), issues };
   };
 
+  // Nothing else is looked at in a definition too large to store (core/routing/limits.ts).
+  const tooLarge = definitionSizeProblem(definition);
+  if (tooLarge !== undefined) {
+    add(null, 'definition_too_large', tooLarge);
+    return finish();
+  }
   if (!isObject(definition)) {
     add(null, 'invalid_definition', 'the definition must be an object with entry and steps');
     return finish();

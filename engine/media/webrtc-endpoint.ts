@@ -16,6 +16,11 @@ import { emit, errorReporter } from './listeners.ts';
 export interface WebRtcEndpointOptions {
   /** STUN and TURN servers; none (the default): host candidates only. */
   iceServers?: readonly IceServer[];
+  /**
+   * The addresses the offer lists as host candidates (WEBRTC_ADDRESSES, IP literals as core/config.ts normalizes
+   * them); default 127.0.0.1. No other address of the machine is offered.
+   */
+  hostAddresses?: readonly string[];
   /** How long `createOffer` waits for ICE gathering to complete; default 5000 ms. */
   gatherTimeoutMs?: number;
   /** Errors that would otherwise be lost (a listener that threw); default: a process warning. */
@@ -69,6 +74,9 @@ export interface WebRtcMedia {
 export type WebRtcMediaFactory = (options: WebRtcEndpointOptions) => WebRtcMedia;
 
 export const maxSdpLength = 65536;
+
+/** The host candidates' addresses when none are given: loopback, what a laptop's browser reaches. */
+export const defaultHostAddresses: readonly string[] = ['127.0.0.1'];
 
 /**
  * What both stacks share: the offer made once, the answer checked and taken once, the listeners, and `close` once.

@@ -8,8 +8,10 @@
  * a call's CPU in those (docs/phones.md, "Measured").
  *
  * Offer/answer and ICE. `createOffer` waits for ICE gathering to complete (werift bounds it: 5 s for a STUN server
- * that does not answer; `gatherTimeoutMs` is libwebrtc's), so the offer carries its candidates: host candidates of every interface but loopback, plus a server-reflexive one from the first `stun:`
- * server of `iceServers` and a relayed one from the first `turn:` server (UDP, or TCP when its URL says
+ * that does not answer; `gatherTimeoutMs` is libwebrtc's), so the offer carries its candidates: a host candidate for
+ * each of `hostAddresses` (WEBRTC_ADDRESSES) on a socket of every address, so that an address no interface has (a
+ * 1:1 NAT's) works too, and none for the machine's other interfaces; plus a server-reflexive one from the first
+ * `stun:` server of `iceServers` and a relayed one from the first `turn:` server (UDP, or TCP when its URL says
  * `?transport=tcp`); werift takes one of each, and no `stuns:` or `turns:` (the browser still gets them all with the
  * offer and gathers its own). With no STUN server werift would ask stun.l.google.com; the endpoint clears that, so a
  * host-only engine sends nothing anywhere. `acceptAnswer` checks the answer as the other stack does (`checkAnswer`).
@@ -33,6 +35,7 @@ import { type Codec, codecOfName, codecOfStaticPayloadType, decode, encode, stat
 import type { IceServer } from '../../core/config.ts';
 import { Reframer } from './reframe.ts';
 import {
+  defaultHostAddresses,
   WebRtcEndpointBase,
   type WebRtcEndpointOptions,
   type WebRtcState,
@@ -108,6 +111,10 @@ export class G711WebRtcEndpoint extends WebRtcEndpointBase {
       },
       iceServers: ice.servers,
       ...(ice.turnOverTcp ? { forceTurnTCP: true } : {}),
+      // Host candidates for the configured addresses alone: werift's own list is every interface's.
+      iceUseIpv4: false,
+      iceUseIpv6: false,
+      iceAdditionalHostAddresses: [...(options.hostAddresses ?? defaultHostAddresses)],
     });
     this.track = new MediaStreamTrack({ kind: 'audio' });
     try {

@@ -27,9 +27,11 @@
  * `process.exit` (as the service does on SIGTERM) does not. A track that is never stopped keeps the process alive.
  */
 import wrtc from '@roamhq/wrtc';
+import ipaddr from 'ipaddr.js';
 import { Reframer } from './reframe.ts';
 import { RateFollower } from './stream-resample.ts';
 import {
+  defaultHostAddresses,
   WebRtcEndpointBase,
   type WebRtcEndpointOptions,
   type WebRtcState,
@@ -59,6 +61,8 @@ export class WebRtcEndpoint extends WebRtcEndpointBase {
   private readonly track: Track;
   private sink: AudioSink | null = null;
   private readonly gatherTimeoutMs: number;
+  /** The addresses whose host candidates the offer lists (see `offeringOnly`). */
+  private readonly hostAddresses: ReadonlySet<string>;
   /** No STUN or TURN server: the offer goes once the UDP host candidates are in (see `gathered`). */
   private readonly hostOnly: boolean;
   private readonly outFrames = new Reframer(rtpRate / 100);
@@ -71,6 +75,7 @@ export class WebRtcEndpoint extends WebRtcEndpointBase {
   constructor(options: WebRtcEndpointOptions = {}) {
     super(options.onError);
     this.gatherTimeoutMs = options.gatherTimeoutMs ?? 5000;
+    this.hostAddresses = new Set((options.hostAddresses ?? defaultHostAddresses).map(normalAddress));
     this.hostOnly = (options.iceServers ?? []).length === 0;
     this.pc = new wrtc.RTCPeerConnection({ iceServers: [...(options.iceServers ?? [])] });
     this.source = new wrtc.nonstandard.RTCAudioSource();
@@ -99,7 +104,8 @@ export class WebRtcEndpoint extends WebRtcEndpointBase {
     const gathering = this.gathered();
     await this.pc.setLocalDescription(await this.pc.createOffer());
     await gathering;
-    return this.pc.localDescription?.sdp;
+    const sdp = this.pc.localDescription?.sdp;
+    return sdp === undefined ? undefined : offeringOnly(sdp, this.hostAddresses);
   }
 
   protected async applyAnswer(sdp: string): Promise<void> {
@@ -209,4 +215,52 @@ function preferredCodecs(): CodecCapability[] {
     return offeredCodecs.indexOf(type);
   };
   return codecs.filter((codec) => rank(codec) >= 0).sort((a, b) => rank(a) - rank(b));
+}
+
+/** An IP address as core/config.ts writes WEBRTC_ADDRESSES (IPv6 compressed); anything else as it is. */
+function normalAddress(address: string): string {
+  return ipaddr.isValid(address) ? ipaddr.parse(address).toString() : address;
+}
+
+/**
+ * libwebrtc's offer with only the host candidates of `addresses` (libwebrtc gathers on every interface, and its
+ * configuration cannot say which): the others are dropped, a server-reflexive or relayed candidate's `raddr` and
+ * `rport` (the local address it was found from) are written `0.0.0.0 0`, and the default destination (`c=` and the
+ * `m=` port, which libwebrtc sets to its first candidate) becomes the first UDP candidate kept, or `0.0.0.0` port 9.
+ * An address the machine has no interface for gets no candidate: libwebrtc binds each to its interface.
+ */
+export function offeringOnly(sdp: string, addresses: ReadonlySet<string>): string {
+  const lines = sdp.split('\r\n');
+  const kept: string[] = [];
+  for (const line of lines) {
+    if (!line.startsWith('a=candidate:')) {
+      kept.push(line);
+      continue;
+    }
+    const fields = line.split(' ');
+    const type = fields[fields.indexOf('typ') + 1];
+    if (type === 'host') {
+      if (addresses.has(normalAddress(fields[4] ?? ''))) kept.push(line);
+      continue;
+    }
+    kept.push(line.replace(/ raddr \S+ rport \d+/, ' raddr 0.0.0.0 rport 0'));
+  }
+  // The default destination, per media section (from its m= line to the next): its first UDP candidate kept.
+  const starts = kept.flatMap((line, at) => (line.startsWith('m=') ? [at] : []));
+  const out = kept.slice(0, starts[0] ?? kept.length);
+  starts.forEach((start, which) => {
+    const section = kept.slice(start, starts[which + 1] ?? kept.length);
+    const first = section
+      .filter((line) => line.startsWith('a=candidate:'))
+      .map((line) => line.split(' '))
+      .find((fields) => fields[2]?.toLowerCase() === 'udp');
+    const address = first?.[4] ?? '0.0.0.0';
+    const port = first?.[5] ?? '9';
+    for (const line of section) {
+      if (line.startsWith('m=')) out.push(line.replace(/^(m=\S+ )\d+/, `$1${port}`));
+      else if (line.startsWith('c=')) out.push(`c=IN ${address.includes(':') ? 'IP6' : 'IP4'} ${address}`);
+      else out.push(line);
+    }
+  });
+  return out.join('\r\n');
 }

@@ -73,6 +73,8 @@ interface RunningProcess {
   /** From the "switchboard started" log line. */
   url: string;
   started: { roles: string[]; url: string; database: string };
+  /** The log lines written up to "switchboard started", that one included. */
+  startLines: Array<{ level: number; msg: string; setting?: string }>;
   exited: Promise<Outcome>;
   /** SIGTERM, then the outcome once the process has exited. */
   stop(): Promise<Outcome>;
@@ -97,10 +99,12 @@ async function startSwitchboard(role: string, env: Record<string, string | undef
   const forget = () => running.delete(spawned);
   exited.then(forget, forget);
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const startLines: RunningProcess['startLines'] = [];
   const started = await new Promise<RunningProcess['started']>((resolve, reject) => {
     lines.on('line', (line) => {
       try {
         const entry = JSON.parse(line);
+        if (startLines.length === 0 || startLines.at(-1)?.msg !== 'switchboard started') startLines.push(entry);
         if (entry.msg === 'switchboard started') resolve(entry);
       } catch {
         // not a log line
@@ -116,6 +120,7 @@ async function startSwitchboard(role: string, env: Record<string, string | undef
     child,
     url: started.url,
     started,
+    startLines,
     exited,
     stop() {
       terminate(child);
@@ -178,6 +183,7 @@ test.serial(
       PORT: String(await freePort()),
       EMBEDDED_POSTGRES_PORT: String(await freePort()),
       SWITCHBOARD_DATA_DIR: dir,
+      SWITCHBOARD_SECRET: undefined,
     };
     const service = await startSwitchboard('all', embedded.env);
     embedded.service = service;
@@ -185,6 +191,14 @@ test.serial(
     t.deepEqual(service.started.roles, ['api', 'engine', 'operator']);
     t.is(service.url, `http://127.0.0.1:${embedded.env.PORT}`);
     t.true(existsSync(path.join(dir, 'postgres', 'PG_VERSION')), 'the cluster lives in SWITCHBOARD_DATA_DIR');
+    // Without SWITCHBOARD_SECRET the start says, once and in one line, that the secret is kept beside the data.
+    const warnings = service.startLines.filter((line) => line.setting === 'SWITCHBOARD_SECRET');
+    t.is(warnings.length, 1, JSON.stringify(service.startLines));
+    t.is(warnings[0]?.level, 40, 'a warning');
+    t.regex(
+      warnings[0]?.msg ?? '',
+      /^SWITCHBOARD_SECRET is unset: the master secret is kept in the database it protects/,
+    );
 
     const health = await request(service.url, 'GET', '/healthz');
     t.is(health.status, 200);
@@ -371,6 +385,7 @@ test('api, engine and operator started together on an empty DATABASE_URL migrate
     PORT: String(port),
     ENGINE_HTTP_PORT: String(enginePort),
     OPERATOR_HTTP_PORT: String(operatorPort),
+    SWITCHBOARD_SECRET: 'a-secret-of-32-characters-or-more-for-the-test',
   };
   const expected: [string, number][] = [
     ['api', port],
@@ -407,6 +422,11 @@ test('api, engine and operator started together on an empty DATABASE_URL migrate
     t.deepEqual(service.started.roles, [role]);
     t.is(service.started.database, 'DATABASE_URL');
     t.is(service.url, `http://127.0.0.1:${rolePort}`, `${role} listens on its own port`);
+    t.deepEqual(
+      service.startLines.filter((line) => line.level >= 40),
+      [],
+      `${role}: with SWITCHBOARD_SECRET, no warning at start`,
+    );
     const health = await request(service.url, 'GET', '/healthz');
     t.is(health.status, 200, role);
     t.deepEqual(health.body, { status: 'ok' }, role);

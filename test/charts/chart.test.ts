@@ -615,25 +615,71 @@ test('the API and operator Deployments: their role (args for the image’s entry
   );
 });
 
-test('SWITCHBOARD_SECRET: the API and the operator read it from switchboardSecret, and the operator tells the engine pods the same Secret', (t) => {
-  /** What a template writes only when the chart is given switchboardSecret.existingSecret. */
-  const whenSecretGiven = (text: string) =>
-    [...text.matchAll(/\{\{- if \.Values\.switchboardSecret\.existingSecret \}\}\n([\s\S]*?)\{\{- end \}\}/g)]
-      .map((match) => match[1])
-      .join('\n');
-  // Both, and only, when the chart is given the Secret: without one, every process shares the generated secret.
+/** A helper's body in _helpers.tpl, `{{- define "<name>" -}}` to its `{{- end }}`. */
+function helper(name: string): string {
+  const text = template('_helpers.tpl');
+  const start = text.indexOf(`{{- define "${name}" -}}`);
+  if (start === -1) return '';
+  return text.slice(start, text.indexOf('{{- end }}', start));
+}
+
+test('SWITCHBOARD_SECRET is required: the install fails with a clear message without one, from an existing Secret or one the chart makes', (t) => {
+  // The Secret's name: switchboardSecret.existingSecret, else the Secret made from switchboardSecret.value, else the
+  // install fails (Helm prints the message and installs nothing).
+  const name = helper('switchboard.switchboardSecretName');
   t.regex(
-    whenSecretGiven(template('_helpers.tpl')),
-    /- name: SWITCHBOARD_SECRET\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ \.Values\.switchboardSecret\.existingSecret \}\}\n\s+key: \{\{ \.Values\.switchboardSecret\.key \}\}\n/,
+    name,
+    /^\{\{- define "switchboard\.switchboardSecretName" -\}\}\n\{\{- if \.Values\.switchboardSecret\.existingSecret -\}\}\n\{\{- \.Values\.switchboardSecret\.existingSecret -\}\}\n\{\{- else if \.Values\.switchboardSecret\.value -\}\}\n\{\{- include "switchboard\.componentName" \(dict "root" \. "component" "secret"\) -\}\}\n\{\{- else -\}\}\n\{\{- fail "[^"]+" -\}\}\n\{\{- end -\}\}\n$/,
   );
+  const message = /fail "([^"]+)"/.exec(name)?.[1] ?? '';
+  t.regex(message, /switchboardSecret\.existingSecret/);
+  t.regex(message, /switchboardSecret\.value/);
+  t.regex(message, /32 characters/);
+  t.regex(message, /database/, 'it says why: the secret would be kept in the database it protects');
+  // Read by every pod the chart runs: the helper that fails is in the shared settings, outside any condition.
+  const shared = helper('switchboard.sharedEnv');
   t.regex(
-    whenSecretGiven(template('operator.yaml')),
-    /- name: ENGINE_SWITCHBOARD_SECRET\n\s+value: \{\{ printf "%s\/%s" \.Values\.switchboardSecret\.existingSecret \.Values\.switchboardSecret\.key \| quote \}\}\n/,
+    shared,
+    /\n- name: SWITCHBOARD_SECRET\n {2}valueFrom:\n {4}secretKeyRef:\n {6}name: \{\{ include "switchboard\.switchboardSecretName" \. \}\}\n {6}key: \{\{ include "switchboard\.switchboardSecretKey" \. \}\}\n/,
   );
+  t.false(/switchboardSecret[\s\S]*\{\{- if[^}]*switchboardSecret/.test(shared), 'no condition around it');
+  t.regex(
+    helper('switchboard.switchboardSecretKey'),
+    /existingSecret -\}\}\n\{\{- \.Values\.switchboardSecret\.key -\}\}\n\{\{- else -\}\}\nsecret\n/,
+  );
+  // The operator tells the engine pods the same Secret, always.
+  t.regex(
+    template('operator.yaml'),
+    /\n {12}- name: ENGINE_SWITCHBOARD_SECRET\n {14}value: \{\{ printf "%s\/%s" \(include "switchboard\.switchboardSecretName" \.\) \(include "switchboard\.switchboardSecretKey" \.\) \| quote \}\}\n/,
+  );
+  t.false(/\{\{- if \.Values\.switchboardSecret/.test(template('operator.yaml')), 'no condition around it');
   t.is(template('operator.yaml').match(/ENGINE_SWITCHBOARD_SECRET/g)?.length, 1, 'named nowhere else');
-  // The operator takes the shared settings too, so it has SWITCHBOARD_SECRET exactly when it names its Secret.
   t.regex(template('operator.yaml'), /include "switchboard\.sharedEnv"/);
   t.false(template('api.yaml').includes('ENGINE_SWITCHBOARD_SECRET'), 'only the operator runs engine pods');
+  // The Secret the chart makes from a value, only when no existing one is named; a new value rolls the pods.
+  const secret = ofKind('Secret').find((doc) => doc.file === 'switchboard-secret.yaml');
+  t.is(secret?.action(at(secret.object, 'metadata.name')), 'include "switchboard.switchboardSecretName" .');
+  t.is(secret?.action(at(secret.object, 'stringData.secret')), '.Values.switchboardSecret.value | quote');
+  t.regex(
+    template('switchboard-secret.yaml'),
+    /^\{\{- if and \(not \.Values\.switchboardSecret\.existingSecret\) \.Values\.switchboardSecret\.value \}\}$/m,
+  );
+  for (const role of ['api', 'operator']) {
+    t.regex(
+      template(`${role}.yaml`),
+      /checksum\/switchboard-secret: \{\{ include \(print \$\.Template\.BasePath "\/switchboard-secret\.yaml"\) \. \| sha256sum \}\}/,
+      role,
+    );
+  }
+  // values.yaml names none (the install needs one of the two); each ci/ values file names one, and the schema
+  // refuses a value under 32 characters, as config.ts does.
+  const given = (candidate: Json) =>
+    Boolean(at(candidate, 'switchboardSecret.existingSecret')) || Boolean(at(candidate, 'switchboardSecret.value'));
+  t.false(given(values), 'values.yaml alone fails the install');
+  for (const [file, override] of ciValues) t.true(given(helmMerge(values, override as Json)), file);
+  const withValue = (value: string) => helmMerge(values, { switchboardSecret: { value } });
+  t.deepEqual(valuesErrors(withValue('x'.repeat(32))), []);
+  t.false(validateValues(withValue('x'.repeat(31))), 'under 32 characters');
 });
 
 test('ICE_SERVERS: the API reads it from iceServers’ Secret, and the operator tells the engine pods the same Secret', (t) => {
@@ -702,12 +748,10 @@ test('CRDs from the generated files behind crds.create, kept on uninstall; PDBs 
   t.regex(template('servicemonitor.yaml'), /^\{\{- if \.Values\.serviceMonitor\.enabled \}\}$/m);
   t.is(at(values, 'serviceMonitor.enabled'), false);
   const endpoints = at(monitor?.object, 'spec.endpoints') as Json[];
+  // One endpoint, the `metrics` ports: the API's (on a Service of its own) and the operator's; never the API's `http`.
   t.deepEqual(
     endpoints.map((endpoint) => [endpoint.port, endpoint.path]),
-    [
-      ['http', '/metrics'],
-      ['metrics', '/metrics'],
-    ],
+    [['metrics', '/metrics']],
   );
   // Each port it scrapes is a port of the API's or the operator's Service.
   const servicePorts = ofKind('Service').flatMap((doc) => (at(doc.object, 'spec.ports') as Json[]).map((p) => p.name));
@@ -715,6 +759,46 @@ test('CRDs from the generated files behind crds.create, kept on uninstall; PDBs 
   const notes = template('NOTES.txt');
   t.regex(notes, /port-forward service\//);
   t.regex(notes, /apply -f examples\//);
+});
+
+test('the API serves /metrics on a port of its own (METRICS_PORT) behind a ClusterIP Service of its own, never on its public one', (t) => {
+  const api = ofKind('Deployment').find((doc) => doc.file === 'api.yaml');
+  const container = (at(api?.object, 'spec.template.spec.containers') as Json[])[0] as Json;
+  const env = container.env as Json[];
+  const metricsEnv = env.find((entry) => entry.name === 'METRICS_PORT');
+  t.is(api?.action(metricsEnv?.value), '.Values.api.metricsPort | int64 | quote');
+  const ports = container.ports as Json[];
+  t.deepEqual(
+    ports.map((port) => port.name),
+    ['http', 'metrics'],
+  );
+  t.is(at(values, 'api.metricsPort'), 9090);
+  t.not(at(values, 'api.metricsPort'), at(values, 'api.port'));
+  const services = ofKind('Service').filter((doc) => doc.file === 'api.yaml');
+  const byName = (name: string) => services.find((doc) => doc.action(at(doc.object, 'metadata.name')) === name);
+  const main = byName('include "switchboard.componentName" (dict "root" . "component" "api")');
+  const metrics = byName('include "switchboard.componentName" (dict "root" . "component" "api-metrics")');
+  t.deepEqual(
+    (at(main?.object, 'spec.ports') as Json[]).map((port) => port.targetPort),
+    ['http'],
+    'the public Service: the API only',
+  );
+  t.is(main?.action(at(main.object, 'spec.type')), '.Values.api.service.type');
+  t.is(at(metrics?.object, 'spec.type'), 'ClusterIP');
+  t.deepEqual(
+    (at(metrics?.object, 'spec.ports') as Json[]).map((port) => [port.name, port.targetPort]),
+    [['metrics', 'metrics']],
+  );
+  // It selects the API's pods, and is labelled as the API's for the ServiceMonitor's selector.
+  t.regex(
+    template('api.yaml'),
+    /selector:\n\s+\{\{- include "switchboard\.selectorLabels" \(dict "root" \. "component" "api"\)[^\n]*\n\s+ports:\n\s+- name: metrics\n/,
+  );
+  t.deepEqual(
+    valuesErrors(helmMerge(values, { api: { metricsPort: 0 } })).length > 0,
+    true,
+    'the schema refuses port 0',
+  );
 });
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -154,6 +154,11 @@ const tooMany = {
   ),
 };
 
+/** A plan otherwise valid whose hangup messages take it past 256 KiB as JSON (70 of 4000 characters). */
+const tooLarge = plan((p) => {
+  for (let index = 0; index < 70; index += 1) p.steps[`long${index}`] = { type: 'hangup', message: 'x'.repeat(4000) };
+});
+
 const rows: Row[] = [
   // invalid_definition
   { title: 'null', definition: null, errors: [[null, 'invalid_definition']] },
@@ -221,6 +226,15 @@ const rows: Row[] = [
       .filter((name) => name !== 's0')
       .sort()
       .map((name) => [name, 'unreachable_step']),
+  },
+  // definition_too_large: nothing else is looked at (the unreachable steps are not reported)
+  {
+    title: 'a definition over 256 KiB as JSON',
+    definition: tooLarge,
+    errors: [[null, 'definition_too_large']],
+    message: 'bytes as JSON, over the 262144 bytes (256 KiB)',
+    // The schema has no word for a size: it accepts it (the CRD cannot refuse it either; the webhook does).
+    schema: true,
   },
   // invalid_step_name
   {

@@ -93,6 +93,29 @@ url
 {{- end -}}
 {{- end }}
 
+{{/*
+The Secret and key holding SWITCHBOARD_SECRET: switchboardSecret.existingSecret, or the Secret this chart makes from
+switchboardSecret.value. Without either the install fails: the processes would keep the master secret in the database
+it protects.
+*/}}
+{{- define "switchboard.switchboardSecretName" -}}
+{{- if .Values.switchboardSecret.existingSecret -}}
+{{- .Values.switchboardSecret.existingSecret -}}
+{{- else if .Values.switchboardSecret.value -}}
+{{- include "switchboard.componentName" (dict "root" . "component" "secret") -}}
+{{- else -}}
+{{- fail "set switchboardSecret.existingSecret (a Secret holding SWITCHBOARD_SECRET, 32 characters or more, at switchboardSecret.key) or switchboardSecret.value: without it the master secret that seals SIP passwords and signs tokens would be kept in the database it protects" -}}
+{{- end -}}
+{{- end }}
+
+{{- define "switchboard.switchboardSecretKey" -}}
+{{- if .Values.switchboardSecret.existingSecret -}}
+{{- .Values.switchboardSecret.key -}}
+{{- else -}}
+secret
+{{- end -}}
+{{- end }}
+
 {{/* The webhook's Service and its TLS Secret. */}}
 {{- define "switchboard.webhookServiceName" -}}
 {{- include "switchboard.componentName" (dict "root" . "component" "operator") -}}
@@ -127,13 +150,11 @@ The settings both the API and the operator take (core/config.ts names), as conta
   value: kubernetes
 - name: WEBHOOK_ALLOW_PRIVATE_NETWORKS
   value: {{ .Values.webhookAllowPrivateNetworks | quote }}
-{{- if .Values.switchboardSecret.existingSecret }}
 - name: SWITCHBOARD_SECRET
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.switchboardSecret.existingSecret }}
-      key: {{ .Values.switchboardSecret.key }}
-{{- end }}
+      name: {{ include "switchboard.switchboardSecretName" . }}
+      key: {{ include "switchboard.switchboardSecretKey" . }}
 {{- end }}
 
 {{/* The pod security context of the API and the operator. */}}
