@@ -30,19 +30,17 @@ import type pg from 'pg';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
 import {
-  clearRecords,
   deleteRecord,
   finishRecord,
   insertRecord,
-  purgeExpiredCounts,
-  purgeExpiredRecords,
+  keyUsed,
   lockAndReadRecord,
   RecordExistsError,
   recordOf,
-  sealRecords,
   settleRecord,
   type StoredRecord,
 } from '../core/idempotency/records.ts';
+import { holdingConnection } from '../core/held-connections.ts';
 import { openSecret, sealSecret } from '../core/sealing.ts';
 import type { AnswerTally } from './answer-tally.ts';
 
@@ -50,8 +48,6 @@ const keyPattern = /^[\x21-\x7e]{1,255}$/;
 /** Past an operation's own bound, the time left to store its finished answer before a retry settles it. */
 const finishMarginMs = 10_000;
 /** Rows per statement of the purge and of the sealing sweep: each statement stays short. */
-const batchSize = 5_000;
-const upkeepEveryMs = 10 * 60_000;
 
 export function checkIdempotencyKey(value: string | string[] | undefined): string {
   if (value === undefined) {
@@ -143,7 +139,7 @@ function boundTo(scope: string, key: string, status: number): string {
   return JSON.stringify(['idempotent answer', scope, key, status]);
 }
 
-function sealAnswer(store: AnswerStore, scope: string, key: string, status: number, body: string): string {
+export function sealAnswer(store: AnswerStore, scope: string, key: string, status: number, body: string): string {
   return sealSecret(store.key, body, boundTo(scope, key, status));
 }
 
@@ -232,6 +228,11 @@ async function takeKey(
   return undefined;
 }
 
+/** Whether a request with `key` ran, or runs now, in `scope`: a retry, whose work is not prepared again. */
+export function keyInUse(store: AnswerStore, scope: string, key: string): Promise<boolean> {
+  return keyUsed(store.pool, scope, key);
+}
+
 export async function runIdempotent(
   store: AnswerStore,
   scope: string,
@@ -252,7 +253,9 @@ export async function runIdempotent(
       return replay;
     }
     try {
-      const result = await work(client, (effect) => effects.push(effect));
+      const result = await holdingConnection("an idempotent request's transaction", () =>
+        work(client, (effect) => effects.push(effect)),
+      );
       answer = { status: result.status, body: JSON.stringify(result.body) };
       const size = Buffer.byteLength(answer.body);
       if (store.limits !== undefined && size > store.limits.answerBytes) {
@@ -323,76 +326,4 @@ async function finishPending(
   const record = await recordOf(store.pool, scope, key, print);
   if (record === undefined) return { ...answer, replayed: false };
   return { status: record.status_code, body: openAnswer(store, scope, key, record), replayed: false };
-}
-
-/**
- * Seals the answers still stored in clear text (written before answers were sealed, or by a process of that version
- * during a rolling upgrade), a batch per statement, until none is left. Each is sealed only if unchanged since read.
- */
-export async function sealClearAnswers(store: AnswerStore, signal?: AbortSignal): Promise<number> {
-  let sealed = 0;
-  while (signal?.aborted !== true) {
-    const batch = await clearRecords(store.pool, batchSize);
-    if (batch.length === 0) break;
-    const updated = await sealRecords(
-      store.pool,
-      batch,
-      batch.map((row) => sealAnswer(store, row.scope, row.key, row.status_code, row.response_body)),
-    );
-    sealed += updated;
-    // A short batch was the last; a batch that sealed nothing changed under us (the next run sees it).
-    if (batch.length < batchSize || updated === 0) break;
-  }
-  return sealed;
-}
-
-/** Deletes the records past their retention, a batch per statement, until none is left; then their hours' counts. */
-export async function purgeIdempotencyRecords(db: Queryable, signal?: AbortSignal): Promise<number> {
-  let purged = 0;
-  while (signal?.aborted !== true) {
-    const count = await purgeExpiredRecords(db, batchSize);
-    purged += count;
-    if (count < batchSize) break;
-  }
-  if (signal?.aborted !== true) await purgeExpiredCounts(db);
-  return purged;
-}
-
-/**
- * The API process's upkeep of the records, at start and every 10 minutes: seal what is still in clear text, then
- * purge what has expired. Closing stops it between two statements.
- */
-export class IdempotencyUpkeep {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private readonly stopping = new AbortController();
-
-  constructor(
-    private readonly store: AnswerStore,
-    private readonly onError: (error: unknown) => void,
-  ) {}
-
-  start(): void {
-    void this.run();
-    this.timer = setInterval(() => void this.run(), upkeepEveryMs).unref();
-  }
-
-  run(): Promise<void> {
-    const { signal } = this.stopping;
-    this.running ??= (async () => {
-      await sealClearAnswers(this.store, signal);
-      await purgeIdempotencyRecords(this.store.pool, signal);
-    })()
-      .catch((error: unknown) => this.onError(error))
-      .finally(() => {
-        this.running = undefined;
-      });
-    return this.running;
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    this.stopping.abort();
-    await this.running;
-  }
 }

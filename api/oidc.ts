@@ -6,6 +6,7 @@ import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
 import type { OidcConfig } from '../core/config.ts';
 import { ApiError } from '../core/errors.ts';
 import { describeUnacceptableInput } from '../core/validation.ts';
+import { assertNotHoldingConnection } from '../core/held-connections.ts';
 
 export interface MemberLogin {
   issuer: string;
@@ -45,6 +46,7 @@ export class LoginVerifier {
 
   /** The member login a token proves, or undefined when it is not a valid login of the configured issuer. */
   async verify(token: string): Promise<MemberLogin | undefined> {
+    assertNotHoldingConnection("a check of a member login with its issuer's keys");
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, await this.keys(), {

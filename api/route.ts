@@ -15,7 +15,7 @@ import type { ResourceStore } from '../core/resources/store.ts';
 import type { SigningKeys } from '../core/service-secret.ts';
 import type { AnswerTally } from './answer-tally.ts';
 import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromPath } from './auth.ts';
-import { type Answer, fingerprint, runIdempotent } from './idempotency.ts';
+import { type Answer, fingerprint, keyInUse, runIdempotent } from './idempotency.ts';
 import { senderOf } from './idempotency-scopes.ts';
 import type { LoginVerifier } from './oidc.ts';
 import { isMutation, type Operation, operationById } from './operations.ts';
@@ -66,12 +66,24 @@ export interface HandlerContext {
   services: Services;
   /** Runs an in-memory effect once the change is committed (at once for reads). */
   afterCommit: (effect: () => void) => void;
+  /** What the operation's `prepare` made of the request; undefined without one. */
+  prepared?: unknown;
 }
+
+/** What an operation's `prepare` is given: the request, with no database connection of its own. */
+export type PreparingContext = Omit<HandlerContext, 'db' | 'afterCommit' | 'prepared'>;
 
 export interface OperationDefinition {
   schemas: OperationSchemas;
   /** The body may be left out entirely (it is then `{}`). Always so for a DELETE. */
   optionalBody?: boolean;
+  /**
+   * A mutation's work that waits on the network (an MMS' media fetched and checked), run before the handler's
+   * transaction with no database connection held (core/held-connections.ts); its result is the handler's `prepared`.
+   * Not run for a retry whose key was used (its answer is stored, or its request runs). A refusal it throws (4xx) is
+   * stored under the key as the handler's would be.
+   */
+  prepare?: (context: PreparingContext) => Promise<unknown>;
   handler: (context: HandlerContext) => Promise<Answer>;
 }
 
@@ -193,12 +205,33 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
         body: request.body,
       };
       const sender = senderOf(principal);
+      const key = request.idempotencyKey as string;
+      const prepared =
+        definition.prepare === undefined || (await keyInUse(answers, sender.scope, key))
+          ? undefined
+          : await definition.prepare({ ...base, workspace, body: request.body }).then(
+              (value) => ({ value }),
+              (error: unknown) => {
+                if (!(error instanceof ApiError) || error.status >= 500) throw error;
+                return { refusal: error };
+              },
+            );
       const stored = await runIdempotent(
         answers,
         sender.scope,
-        request.idempotencyKey as string,
+        key,
         fingerprint({ ...sent, credential: sender.credential }),
-        (db, afterCommit) => definition.handler({ ...base, workspace, db, body: request.body, afterCommit }),
+        (db, afterCommit) => {
+          if (prepared !== undefined && 'refusal' in prepared) throw prepared.refusal;
+          return definition.handler({
+            ...base,
+            workspace,
+            db,
+            body: request.body,
+            afterCommit,
+            prepared: prepared?.value,
+          });
+        },
         sender.earlier && {
           scope: sender.earlier.scope,
           print: fingerprint({ ...sent, credential: sender.earlier.credential }),
@@ -210,7 +243,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
   });
 }
 
-export function requireWorkspace(context: HandlerContext): WorkspaceRef {
+export function requireWorkspace(context: Pick<HandlerContext, 'workspace'>): WorkspaceRef {
   if (context.workspace === undefined) throw new ApiError('invalid_request', 'this operation needs a workspace');
   return context.workspace;
 }

@@ -10,6 +10,7 @@ import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import pg from 'pg';
 import type { Config } from './config.ts';
 import { openEmbeddedDatabase } from './embedded-postgres.ts';
+import { holdingConnection } from './held-connections.ts';
 
 export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const migrationsTable = 'schema_migrations';
@@ -108,6 +109,10 @@ export async function openDatabase(
 type CommitHook = (db: pg.PoolClient) => Promise<void>;
 const commitHooks = new WeakMap<pg.PoolClient, CommitHook[]>();
 
+/**
+ * Runs `work` in a transaction on a connection of `pool`: committed when it resolves, rolled back when it throws.
+ * `work` holds the connection, so it must not wait on the network (core/held-connections.ts).
+ */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   const hooks: CommitHook[] = [];
@@ -115,7 +120,7 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
   let committed = false;
   try {
     await client.query('BEGIN');
-    const result = await work(client);
+    const result = await holdingConnection('a transaction', () => work(client));
     await client.query('COMMIT');
     committed = true;
     return result;
@@ -155,7 +160,7 @@ export async function afterCommit(db: Queryable, hook: CommitHook): Promise<void
   if (db instanceof pg.Pool) {
     const client = await db.connect();
     try {
-      await hook(client);
+      await holdingConnection('a notice after a commit', () => hook(client));
     } finally {
       client.release();
     }

@@ -17,6 +17,7 @@ import type { RelatedWatch } from './controller.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
 import { type EnginePoolChild, type EngineResource, engineManagedBy, enginePoolLabels } from './engine-pool.ts';
 import { operatorFieldManager } from './status.ts';
+import { assertNotHoldingConnection } from '../core/held-connections.ts';
 
 /** Where an engine pool's children live: the cluster (here), or nowhere without one. */
 export interface EngineChildren extends RelatedWatch {
@@ -55,6 +56,7 @@ export class KubernetesEngineChildren implements EngineChildren {
    * belongs to (its `app.kubernetes.io/instance`), so the Engine's status follows without polling.
    */
   async watch(namespace: string, concerns: (name: string) => void, onError: (error: unknown) => void): Promise<Watch> {
+    assertNotHoldingConnection("a watch of the pools' Deployments");
     const listed = await this.objects.list(
       'apps/v1',
       'Deployment',
@@ -81,6 +83,7 @@ export class KubernetesEngineChildren implements EngineChildren {
   }
 
   async apply(child: EnginePoolChild): Promise<void> {
+    assertNotHoldingConnection(`an apply of ${child.kind} ${child.metadata?.name ?? ''}`);
     // Server-side apply names its patch type: the client's default (strategic merge) is not apply.
     await this.objects.patch(
       child as KubernetesObject,
@@ -121,6 +124,7 @@ export class KubernetesEngineChildren implements EngineChildren {
   }
 
   async readyReplicas(engine: EngineResource, deploymentName: string): Promise<number | undefined> {
+    assertNotHoldingConnection(`a read of Deployment ${deploymentName}`);
     try {
       const deployment = await this.objects.read<V1Deployment>({
         apiVersion: 'apps/v1',

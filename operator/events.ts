@@ -9,6 +9,7 @@ import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@ku
 import type { Resource } from '../core/resources/store.ts';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
 import type { Log } from '../core/log.ts';
+import { assertNotHoldingConnection } from '../core/held-connections.ts';
 
 export interface OperatorEvent {
   type: 'Normal' | 'Warning';
@@ -73,6 +74,7 @@ export class KubernetesEvents implements EventRecorder {
 
   async record(resource: Resource, event: OperatorEvent): Promise<void> {
     const { namespace } = resource.metadata;
+    assertNotHoldingConnection(`an Event on ${resource.kind} ${resource.metadata.name}`);
     const key = [resource.metadata.uid, event.type, event.reason, event.message].join('\u0000');
     const now = this.clock.now();
     const seen = this.written.get(key);

@@ -16,6 +16,7 @@ import { CoordinationV1Api, type KubeConfig, type V1Lease, V1MicroTime } from '@
 import { statusOf } from '../core/resources/kubernetes-store.ts';
 import type { Log } from '../core/log.ts';
 import type { Leadership } from './operator.ts';
+import { assertNotHoldingConnection } from '../core/held-connections.ts';
 
 export interface LeaseOptions {
   namespace: string;
@@ -98,6 +99,7 @@ export class LeaseLeadership implements Leadership {
 
   /** One attempt: creates the Lease, renews ours, or takes one that expired. True when this process holds it. */
   private async tryTake(): Promise<boolean> {
+    assertNotHoldingConnection(`a take of Lease ${this.name}`);
     const now = new Date();
     let lease: V1Lease;
     try {

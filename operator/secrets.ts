@@ -6,6 +6,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { statusOf } from '../core/resources/kubernetes-store.ts';
 import type { SecretSource } from './webhook-endpoints.ts';
+import { assertNotHoldingConnection } from '../core/held-connections.ts';
 
 export class KubernetesSecrets implements SecretSource {
   private readonly api: CoreV1Api;
@@ -15,6 +16,7 @@ export class KubernetesSecrets implements SecretSource {
   }
 
   async read(namespace: string, name: string, key: string): Promise<string | undefined> {
+    assertNotHoldingConnection(`a read of Secret ${name}`);
     try {
       const secret = await this.api.readNamespacedSecret({ name, namespace });
       const encoded = secret.data?.[key];

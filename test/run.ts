@@ -63,6 +63,7 @@ const realTime = [
   'test/engine/queue.test.ts',
   'test/engine/queue-callback.test.ts',
   'test/engine/dial-policy.test.ts',
+  'test/api/slow-media.test.ts',
   'test/engine/queue-races.test.ts',
   'test/engine/hold.test.ts',
   'test/engine/transfer.test.ts',

@@ -36,7 +36,7 @@ import { actorOf } from '../auth.ts';
 import type { Answer } from '../idempotency.ts';
 import { type NoticeWatch, NoticeWaiters } from '../notice-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
-import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { defineOperation, type PreparingContext, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, Uuid } from '../schemas.ts';
 
 /** How long a send's answer waits for the carrier to take or refuse the message (the link's `submit_sm_resp`). */
@@ -157,28 +157,63 @@ async function carrierOutcome(
   }
 }
 
-/**
- * The media of an MMS, fetched and checked; 422 `invalid_media` when the number cannot send MMS (its carrier has no
- * MMS URL, or it does not take `mms`) or a URL is refused, naming which (`mediaIndex`) and why.
- */
-async function mmsMedia(
-  services: Services,
+/** An MMS' media as fetched before the send's transaction: checked, or the refusal its check ended in. */
+type FetchedMedia = { media: Media[] } | { refusal: ApiError };
+
+/** Whether `number` can send MMS now: it takes `mms`, and its carrier has an MMS URL. */
+async function sendsMms(
   db: Parameters<typeof carrierTakesMms>[0],
-  number: { e164: string; carrier: string; capabilities: readonly string[] },
-  urls: readonly string[],
-): Promise<Media[]> {
-  if (!number.capabilities.includes('mms') || !(await carrierTakesMms(db, number.carrier))) {
-    throw new ApiError('invalid_media', `${number.e164} cannot send MMS: this number's carrier takes no MMS`);
-  }
+  number: { carrier: string; capabilities: readonly string[] },
+): Promise<boolean> {
+  return number.capabilities.includes('mms') && (await carrierTakesMms(db, number.carrier));
+}
+
+/**
+ * An MMS' media fetched and checked with no database connection held (the send's `prepare`: a host that never
+ * answers holds this request alone, up to the fetch's timeout). Nothing is fetched for a sender that cannot send MMS:
+ * the send refuses it in its own order.
+ */
+async function fetchMedia(context: PreparingContext): Promise<FetchedMedia | undefined> {
+  const { services } = context;
+  const urls = (context.body.mediaUrls ?? []) as string[];
+  if (urls.length === 0) return undefined;
+  const from = context.body.from as string | { phoneNumberId: string };
+  const sender = await senderOf(
+    services.pool,
+    requireWorkspace(context).id,
+    typeof from === 'string' ? { e164: from } : from,
+  );
+  if (sender === undefined || !sender.canText || !(await sendsMms(services.pool, sender.number))) return undefined;
   try {
-    return await checkMedia(urls, {
-      ...mediaDefaults,
-      allowPrivateNetworks: services.config.webhookAllowPrivateNetworks,
-    });
+    return {
+      media: await checkMedia(urls, {
+        ...mediaDefaults,
+        allowPrivateNetworks: services.config.webhookAllowPrivateNetworks,
+      }),
+    };
   } catch (error) {
     if (!(error instanceof MediaError)) throw error;
-    throw new ApiError('invalid_media', error.message, { extra: { mediaIndex: error.index } });
+    return { refusal: new ApiError('invalid_media', error.message, { extra: { mediaIndex: error.index } }) };
   }
+}
+
+/**
+ * The media of an MMS, fetched and checked before the transaction (`fetched`); 422 `invalid_media` when the number
+ * cannot send MMS (its carrier has no MMS URL, or it does not take `mms`) or a URL was refused, naming which
+ * (`mediaIndex`) and why.
+ */
+async function mmsMedia(
+  db: Parameters<typeof carrierTakesMms>[0],
+  number: { e164: string; carrier: string; capabilities: readonly string[] },
+  fetched: FetchedMedia | undefined,
+): Promise<Media[]> {
+  if (!(await sendsMms(db, number))) {
+    throw new ApiError('invalid_media', `${number.e164} cannot send MMS: this number's carrier takes no MMS`);
+  }
+  // Not fetched: the number could not send MMS a moment ago, and now can.
+  if (fetched === undefined) throw new ApiError('unavailable', `${number.e164}'s MMS settings changed; retry`);
+  if ('refusal' in fetched) throw fetched.refusal;
+  return fetched.media;
 }
 
 export function messageRoutes(app: FastifyInstance, services: Services) {
@@ -205,6 +240,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
 
   defineOperation(app, services, 'sendMessage', {
     schemas: { body: SendBody, response: { 202: Message } },
+    prepare: fetchMedia,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const body = context.body as { from: string | { phoneNumberId: string }; to: string; text?: string };
@@ -258,7 +294,10 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         }
         await takeOverDedupeHash(context.db, hash, messageId);
       }
-      const media = mediaUrls.length === 0 ? [] : await mmsMedia(services, context.db, sender.number, mediaUrls);
+      const media =
+        mediaUrls.length === 0
+          ? []
+          : await mmsMedia(context.db, sender.number, context.prepared as FetchedMedia | undefined);
       const started = Date.now();
       const row = await createOutboundMessage(context.db, {
         workspace: sender.workspace,

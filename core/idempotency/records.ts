@@ -93,6 +93,17 @@ export async function lockAndReadRecord(
   };
 }
 
+/** Whether (scope, key) has a record within its retention: a request with the key ran, or runs now. */
+export async function keyUsed(db: Queryable, scope: string, key: string): Promise<boolean> {
+  const found = await db.query({
+    name: 'sb-idempotency-key-used',
+    text: `SELECT 1 FROM idempotency_records
+            WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(hours => $3)`,
+    values: [scope, key, idempotencyRetentionHours],
+  });
+  return found.rowCount === 1;
+}
+
 /** The record an `insertRecord` would write exists: another request with the key committed its answer just now. */
 export class RecordExistsError extends Error {
   constructor() {

@@ -8,6 +8,7 @@
  */
 import { type KubeConfig, type KubernetesObject, Watch as ClientWatch } from '@kubernetes/client-node';
 import type { Watch, WatchEventType } from './store.ts';
+import { assertNotHoldingConnection } from '../held-connections.ts';
 
 /** A watch that cannot continue from its resourceVersion (the API server's 410 Gone): list again. */
 export class WatchExpired extends Error {
@@ -30,6 +31,7 @@ export async function watchKubernetes(
   onChange: (type: WatchEventType, object: KubernetesObject) => void | Promise<void>,
   onError: (error: unknown) => void,
 ): Promise<Watch> {
+  assertNotHoldingConnection('a watch of the Kubernetes API');
   const watcher = new ClientWatch(config);
   let position = target.resourceVersion;
   let stopped = false;

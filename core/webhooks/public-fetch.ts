@@ -14,6 +14,7 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import { refusedAddresses } from './address.ts';
 import { pinnedLookup } from './pinned-lookup.ts';
+import { assertNotHoldingConnection } from '../held-connections.ts';
 
 export type PublicFetchFailure =
   /** The host did not resolve: the resolver's error code, or its message when it has none. */
@@ -87,6 +88,7 @@ async function checkedAddresses(host: string, allowPrivateNetworks: boolean, sig
 
 /** GETs `url` (already checked: https, no credentials); see the file's comment. */
 export async function publicFetch(url: URL, options: PublicFetchOptions): Promise<PublicFetchAnswer> {
+  assertNotHoldingConnection(`a fetch of ${url.origin}`);
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const addresses = await checkedAddresses(host, options.allowPrivateNetworks, timeout);

@@ -14,6 +14,7 @@ import { isIP } from 'node:net';
 import { refusedAddresses } from '../../core/webhooks/address.ts';
 import { signatureHeader } from '../../core/webhooks/signature.ts';
 import { pinnedLookup } from '../../core/webhooks/pinned-lookup.ts';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 
 export const defaultAttemptTimeoutMs = 10_000;
 const maxAnswerBytes = 4096;
@@ -86,6 +87,7 @@ function staleSocket(error: NodeJS.ErrnoException, request: { reusedSocket: bool
 }
 
 export async function attemptDelivery(delivery: DeliveryRequest, settings: AttemptSettings): Promise<AttemptResult> {
+  assertNotHoldingConnection('a webhook delivery attempt');
   const deadline = Date.now() + settings.timeoutMs;
   const timedOut: AttemptResult = {
     outcome: 'timeout',

@@ -11,6 +11,7 @@
  */
 import sdpTransform from 'sdp-transform';
 import type { IceServer } from '../../core/config.ts';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 import { emit, errorReporter } from './listeners.ts';
 
 export interface WebRtcEndpointOptions {
@@ -114,6 +115,8 @@ export abstract class WebRtcEndpointBase implements WebRtcMedia {
     if (this.offerSdp !== null) return this.offerSdp;
     if (this.isClosed) throw new Error('the WebRTC endpoint is closed');
     if (this.offering) throw new Error('an offer is being made already');
+    // Gathering asks STUN and TURN servers, and waits for them.
+    assertNotHoldingConnection('a WebRTC offer (ICE gathering)');
     this.offering = true;
     try {
       const sdp = await this.makeOffer();

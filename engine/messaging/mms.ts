@@ -15,6 +15,7 @@ import type { MmsAccount } from '../../core/carriers/messaging.ts';
 import { ChangeListener, mmsChannel } from '../../core/change-notices.ts';
 import type { CarrierError } from '../../core/messages/link-store.ts';
 import type { MmsPart, MmsQueue } from '../../core/messages/mms.ts';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 
 export interface MmsSenderOptions {
   queue: MmsQueue;
@@ -86,6 +87,7 @@ export function outcomeOf(status: number, text: string): MmsOutcome {
 
 /** POSTs one MMS to the carrier's media interface; never throws. */
 export function postMms(account: MmsAccount, part: MmsPart, timeoutMs: number): Promise<MmsOutcome> {
+  assertNotHoldingConnection("a post to the carrier's MMS interface");
   const body = Buffer.from(JSON.stringify({ from: part.from, to: part.to, text: part.text, media: part.media }));
   const credentials = Buffer.from(`${account.systemId}:${account.password}`).toString('base64');
   return new Promise((resolve) => {

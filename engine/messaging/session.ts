@@ -10,6 +10,7 @@ import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import smpp, { type PDU } from 'smpp';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 
 /** SMPP 3.4 section 3.1: a header is 16 octets; the package refuses more than this. */
 const headerLength = 16;
@@ -67,6 +68,7 @@ export class SmppSession extends EventEmitter<SessionEvents> {
     target: { host: string; port: number; tls: boolean },
     options: { connectTimeoutMs: number; responseTimeoutMs: number },
   ): Promise<SmppSession> {
+    assertNotHoldingConnection('an SMPP connection');
     return new Promise((resolve, reject) => {
       const socket = target.tls
         ? tls.connect({
@@ -98,6 +100,7 @@ export class SmppSession extends EventEmitter<SessionEvents> {
 
   /** Sends a request; resolves with its response (any status), rejects when unanswered in time or the session ends. */
   request(command: string, fields: Record<string, unknown> = {}): Promise<PDU> {
+    assertNotHoldingConnection(`an SMPP ${command}`);
     if (this.ended) return Promise.reject(new SmppError('session closed'));
     this.sequence = this.sequence >= 0x7fffffff ? 1 : this.sequence + 1;
     const sequence = this.sequence;

@@ -10,6 +10,7 @@ import ipaddr from 'ipaddr.js';
 import { type Carrier, listCarriers } from '../../core/carriers/carriers.ts';
 import type { Queryable } from '../../core/database.ts';
 import type { CarrierPeer } from '../media/media-peer.ts';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 
 /** A lookup that misses reloads the list when it is older than this. */
 const missReloadMs = 1_000;
@@ -102,6 +103,7 @@ export class CarrierDirectory {
   }
 
   private async load(): Promise<void> {
+    assertNotHoldingConnection("a lookup of the carriers' hosts");
     const matchers: Matcher[] = [];
     for (const carrier of await listCarriers(this.db)) {
       if (carrier.address.includes('/')) {

@@ -32,6 +32,7 @@ import {
   responseTarget,
   type Source,
 } from './addressing.ts';
+import { assertNotHoldingConnection } from '../../core/held-connections.ts';
 
 export { dialedHeader, prepareInboundRequest, type Protocol, requestTarget, responseTarget, type Source };
 
@@ -49,6 +50,7 @@ export interface TransportEvents {
 
 async function resolve(host: string): Promise<string> {
   if (net.isIP(host) !== 0) return host;
+  assertNotHoldingConnection(`a DNS lookup of ${host}`);
   const found = await lookup(host);
   return found.address;
 }
@@ -143,6 +145,8 @@ abstract class SipTransport implements Transport {
       if (target === undefined) throw new Error('response without a usable Via');
       return target;
     }
+    // A request starts a transaction whose answer somebody waits for: never while a database connection is held.
+    assertNotHoldingConnection(`a SIP ${this.kindOf(message)}`);
     if (this.pinned.size > 0) {
       const callId = /^(?:call-id|i)[ \t]*:[ \t]*(\S+)/im.exec(message)?.[1];
       const pinned = callId === undefined ? undefined : this.pinned.get(callId);

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
-import { purgeIdempotencyRecords } from '../../api/idempotency.ts';
+import { purgeIdempotencyRecords } from '../../api/idempotency-upkeep.ts';
 import { issueKey, resetLegacySecret } from '../../core/identity/applications.ts';
 import { allScopes } from '../../core/scopes.ts';
 import { type Answer, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';

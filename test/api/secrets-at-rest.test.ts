@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
-import { sealClearAnswers } from '../../api/idempotency.ts';
+import { sealClearAnswers } from '../../api/idempotency-upkeep.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { allScopes } from '../../core/scopes.ts';
 import { loadSigningKeys } from '../../core/service-secret.ts';

@@ -78,6 +78,9 @@ interface Engine {
  * `switchboard engine` on the service's database, as its own process, from the sources (as every test runs it: a
  * build in dist/ may be older than the code under test).
  */
+/** The master secret of the service and its engine. */
+const secret = 'the fuzzed engine and its service share this secret';
+
 async function startEngine(databaseUrl: string, dataDir: string): Promise<Engine> {
   const preload = `--import=data:text/javascript,${encodeURIComponent(collectGarbage)}`;
   const child = spawn(process.execPath, ['--expose-gc', preload, ...switchboardArgs, 'engine'], {
@@ -88,6 +91,8 @@ async function startEngine(databaseUrl: string, dataDir: string): Promise<Engine
       ENGINE_HTTP_PORT: '0',
       SWITCHBOARD_DATA_DIR: dataDir,
       LOG_LEVEL: 'info',
+      // As production runs it (its absence is a warning at start): the service's own.
+      SWITCHBOARD_SECRET: secret,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -216,7 +221,7 @@ let engine: Engine;
 let dataDir: string;
 
 test.before(async () => {
-  service = await startService({}, ['api']);
+  service = await startService({ SWITCHBOARD_SECRET: secret }, ['api']);
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-fuzz-'));
   engine = await startEngine(service.databaseUrl, dataDir);
 });

@@ -69,6 +69,8 @@ export async function textingSetup(
     workspace?: NumberWorkspace;
     /** The number's texting registration approved (a campaign named, then decided as the admin command does). */
     approved?: boolean;
+    /** The carrier's HTTP media interface (its MMS URL). */
+    mmsUrl?: string;
   } = {},
 ): Promise<TextingSetup> {
   const carrier = options.carrier ?? `carrier-${randomUUID().slice(0, 8)}`;
@@ -79,6 +81,7 @@ export async function textingSetup(
       host: '192.0.2.10',
       systemId: 'switchboard',
       password: 'pw',
+      ...(options.mmsUrl === undefined ? {} : { mmsUrl: options.mmsUrl }),
     });
   }
   const workspace = options.workspace ?? (await newWorkspace(pool));
