@@ -18,7 +18,8 @@
  * Each runs in a process of its own.
  *
  * `BENCH_ONLY=<parts>` (comma-separated) runs only those parts: `http` (the routes above), `events`, `plans`, `calls`,
- * `phones`, `queue-agents`, `messages`; e.g. `BENCH_ONLY=events npm run bench`.
+ * `phones`, `queue-agents`, `messages`, `slow-peers` (bench/slow-peers.ts: another application's reads and calls
+ * beside ten MMS sends waiting on a silent media host); e.g. `BENCH_ONLY=events npm run bench`.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -40,7 +41,7 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 6);
 const target = 0.4;
 
 /** The parts of the bench to run (BENCH_ONLY, comma-separated), by default all of them in this order. */
-const allParts = ['http', 'events', 'plans', 'calls', 'phones', 'queue-agents', 'messages'];
+const allParts = ['http', 'events', 'plans', 'calls', 'phones', 'queue-agents', 'messages', 'slow-peers'];
 const only = (process.env.BENCH_ONLY ?? '')
   .split(',')
   .map((part) => part.trim())
@@ -270,5 +271,14 @@ if (parts.has('events')) {
 }
 for (const part of ['plans', 'calls', 'phones', 'queue-agents', 'messages']) {
   if (parts.has(part)) codes.push(await runBench(`./${part}.ts`));
+}
+// The slow-peers bench's silent media host has the test certificate too.
+if (parts.has('slow-peers')) {
+  codes.push(
+    await runBench('./slow-peers.ts', {
+      ...process.env,
+      NODE_EXTRA_CA_CERTS: fileURLToPath(new URL('../test/fixtures/tls/ca.pem', import.meta.url)),
+    }),
+  );
 }
 process.exit(failed || codes.some((code) => code !== 0) ? 1 : 0);
