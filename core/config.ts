@@ -682,7 +682,6 @@ function iceServers(env: Env): IceServer[] {
   });
 }
 
-/** The settings passed on to engine pods that `env` gives (loadConfig has checked each). */
 /** The shares of the webhook attempts in flight (docs/events.md, "Sharing the attempts"), over all engine processes. */
 export interface WebhookShares {
   /** For all of one application's endpoints. */
@@ -717,6 +716,7 @@ function webhookShareSettings(env: Env, concurrency: number): WebhookShares {
   return { application, endpoint };
 }
 
+/** The settings passed on to engine pods that `env` gives (loadConfig has checked each). */
 function forEnginePods(env: Env): Record<string, string> {
   const given: Record<string, string> = {};
   for (const setting of settings) {
