@@ -238,10 +238,10 @@ export async function runIdempotent(
   scope: string,
   key: string,
   print: Buffer,
-  work: (db: Queryable, afterCommit: (effect: () => void) => void) => Promise<Answer>,
+  work: (db: Queryable, afterCommit: (effect: () => void | Promise<void>) => void) => Promise<Answer>,
   earlier?: EarlierRecord,
 ): Promise<StoredAnswer> {
-  const effects: (() => void)[] = [];
+  const effects: (() => void | Promise<void>)[] = [];
   let answer: { status: number; body: string };
   let later: FinishLater | undefined;
   const client = await store.pool.connect();
@@ -300,7 +300,7 @@ export async function runIdempotent(
   } finally {
     client.release();
   }
-  for (const effect of effects) effect();
+  await Promise.all(effects.map((effect) => effect()));
   if (later === undefined) return { ...answer, replayed: false };
   return finishPending(store, scope, key, print, later);
 }

@@ -1,13 +1,15 @@
 /**
  * The API's own writes of custom resources (docs/kubernetes.md): in `RESOURCE_NAMESPACE`, under the field manager
- * `switchboard-api`, labelled with the application (and workspace) they belong to, through the store bound to the
- * request's connection (the PostgreSQL store commits with the request's records).
+ * `switchboard-api`, labelled with the application (and workspace) they belong to. Without a cluster the PostgreSQL
+ * store writes them in the request's transaction, with its records. In a cluster the request records each write
+ * (core/resources/writes.ts) and the Kubernetes API gets it once the transaction committed (api/resource-writes.ts),
+ * before the request answers: no database connection is held while the Kubernetes API answers.
  */
-import type { Queryable } from '../core/database.ts';
-import type { Resource, ResourceKind } from '../core/resources/store.ts';
-import type { Services } from './route.ts';
-
-const writer = { fieldManager: 'switchboard-api' };
+import type { StatusIntent } from '../core/resources/writes.ts';
+import { recordWrite } from '../core/resources/writes.ts';
+import type { ResourceKind } from '../core/resources/store.ts';
+import { apiWriter, statusOf } from './resource-writes.ts';
+import type { HandlerContext } from './route.ts';
 
 export interface ResourceOwner {
   applicationId: string;
@@ -15,21 +17,49 @@ export interface ResourceOwner {
   workspaceId?: string;
 }
 
-export function apiResources(services: Services, db: Queryable) {
-  const store = services.resources(db);
+export function apiResources(context: Pick<HandlerContext, 'services' | 'db' | 'afterCommit'>) {
+  const { services, db } = context;
   const namespace = services.config.resourceNamespace;
+  const writes = services.resourceWrites;
   return {
-    /** Applies the whole spec (the resource's name is the record's id). */
-    apply(kind: ResourceKind, name: string, spec: object, owner: ResourceOwner): Promise<Resource> {
+    /**
+     * Applies the whole spec (the resource's name is the record's id), then, when given, the status: `status`'s
+     * fields and conditions for the generation applied.
+     */
+    async apply(
+      kind: ResourceKind,
+      name: string,
+      spec: object,
+      owner: ResourceOwner,
+      status?: StatusIntent,
+    ): Promise<void> {
       const labels: Record<string, string> = { 'switchboard.dev/application': owner.applicationId };
       if (owner.workspaceId !== undefined) labels['switchboard.dev/workspace'] = owner.workspaceId;
-      return store.apply({ kind, namespace, name, spec: { ...spec }, labels }, writer);
+      if (writes === undefined) {
+        const store = services.resources(db);
+        const resource = await store.apply({ kind, namespace, name, spec: { ...spec }, labels }, apiWriter);
+        if (status !== undefined) {
+          await store.updateStatus(kind, namespace, name, statusOf(resource, status, new Date()), apiWriter);
+        }
+        return;
+      }
+      const key = { kind, namespace, name };
+      await recordWrite(db, key, {
+        operation: 'apply',
+        spec: { ...spec },
+        labels,
+        ...(status === undefined ? {} : { status }),
+      });
+      context.afterCommit(() => writes.carry([key]));
     },
-    updateStatus(kind: ResourceKind, name: string, status: Record<string, unknown>): Promise<Resource> {
-      return store.updateStatus(kind, namespace, name, status, writer);
-    },
-    delete(kind: ResourceKind, name: string): Promise<Resource | undefined> {
-      return store.delete(kind, namespace, name, writer);
+    async delete(kind: ResourceKind, name: string): Promise<void> {
+      if (writes === undefined) {
+        await services.resources(db).delete(kind, namespace, name, apiWriter);
+        return;
+      }
+      const key = { kind, namespace, name };
+      await recordWrite(db, key, { operation: 'delete' });
+      context.afterCommit(() => writes.carry([key]));
     },
   };
 }

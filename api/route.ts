@@ -18,6 +18,7 @@ import { type Principal, type WorkspaceRef, workspaceFromHeaders, workspaceFromP
 import { type Answer, fingerprint, keyInUse, runIdempotent } from './idempotency.ts';
 import { senderOf } from './idempotency-scopes.ts';
 import type { LoginVerifier } from './oidc.ts';
+import type { ResourceWrites } from './resource-writes.ts';
 import { isMutation, type Operation, operationById } from './operations.ts';
 
 export interface Services {
@@ -31,6 +32,8 @@ export interface Services {
   keyRevoked?: (keyId: string) => void;
   /** The resource store (custom resources) bound to a connection: a mutation's transaction, or the pool. */
   resources: (db: Queryable) => ResourceStore;
+  /** In a cluster: the resource writes carried to the Kubernetes API after their request committed (api/resources.ts). */
+  resourceWrites?: ResourceWrites;
   /** Schemas of the operations implemented so far, by operation id (for OpenAPI). */
   implemented: Map<string, OperationSchemas>;
   /** How long a hangup waits for the engine (default 5 s); tests lengthen it to hold hangups waiting. */
@@ -64,8 +67,11 @@ export interface HandlerContext {
   query: any;
   params: Record<string, string>;
   services: Services;
-  /** Runs an in-memory effect once the change is committed (at once for reads). */
-  afterCommit: (effect: () => void) => void;
+  /**
+   * Runs an effect once the change is committed, with no connection held (at once for reads); the request answers
+   * after the effects settle.
+   */
+  afterCommit: (effect: () => void | Promise<void>) => void;
   /** What the operation's `prepare` made of the request; undefined without one. */
   prepared?: unknown;
 }
@@ -190,7 +196,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
           workspace,
           db: services.pool,
           body: request.body,
-          afterCommit: (effect) => effect(),
+          afterCommit: (effect) => void effect(),
         });
         return reply.code(answer.status).send(answer.body);
       }

@@ -5,6 +5,7 @@
 import { PostgresResourceStore } from '../core/resources/postgres-store.ts';
 import type { RoleContext, RunningRole } from '../core/role-context.ts';
 import { LoginVerifier } from './oidc.ts';
+import { ResourceWrites } from './resource-writes.ts';
 import { registerApi } from './server.ts';
 
 export function startApi(
@@ -15,6 +16,12 @@ export function startApi(
   } = {},
 ): RunningRole {
   const { config, cluster } = context;
+  // In a cluster the API's resource writes reach the Kubernetes API after their request committed.
+  const resourceWrites =
+    cluster === undefined
+      ? undefined
+      : new ResourceWrites(context.pool, cluster.store, context.log.child({ component: 'resource-writes' }));
+  resourceWrites?.start();
   registerApi(context.http, {
     config,
     pool: context.pool,
@@ -25,8 +32,9 @@ export function startApi(
     registry: context.registry,
     // Without a cluster the custom resources live in PostgreSQL, written in the request's own transaction.
     resources: (db) => cluster?.store ?? new PostgresResourceStore(db),
+    ...(resourceWrites === undefined ? {} : { resourceWrites }),
     ...(options.hangupWaitMs === undefined ? {} : { hangupWaitMs: options.hangupWaitMs }),
   });
-  // Its requests drain with the HTTP server; nothing of its own to stop.
-  return { close: async () => {} };
+  // Its requests drain with the HTTP server; then the sweep of the resource writes stops.
+  return { close: async () => resourceWrites?.close() };
 }

@@ -15,7 +15,7 @@ import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import { deleteQueue, lockQueue, lockQueueOwner, recordQueue } from '../core/routing/queues.ts';
 import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import type { ReconcileResult } from './controller.ts';
-import { changedSince, recordIdOf, specCheck } from './resources.ts';
+import { changedSince, recordIdOf, specCheck, staleRequeueMs } from './resources.ts';
 import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
 
 export const queueFinalizer = 'switchboard.dev/queue-in-use';
@@ -101,7 +101,7 @@ export function queueReconciler(
       return;
     }
     const outcome = await converge(pool, store, fresh);
-    if (outcome === 'stale') return { requeueAfterMs: 0 };
+    if (outcome === 'stale') return { requeueAfterMs: staleRequeueMs };
     await status(fresh, outcome.ready);
     if (outcome.recorded === true) onQueueRecorded();
     return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };

@@ -31,7 +31,7 @@ import {
 } from '../core/routing/plans.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
 import type { ReconcileResult } from './controller.ts';
-import { changedSince, recordIdOf, specCheck } from './resources.ts';
+import { changedSince, recordIdOf, specCheck, staleRequeueMs } from './resources.ts';
 import { type ConditionInput, conditions, keepFinalizer, writeStatus } from './status.ts';
 
 export const planFinalizer = 'switchboard.dev/routing-plan-records';
@@ -266,7 +266,7 @@ export function routingPlanReconciler(
       return;
     }
     const outcome = await converge(pool, store, fresh);
-    if (outcome === stale) return { requeueAfterMs: 0 };
+    if (outcome === stale) return { requeueAfterMs: staleRequeueMs };
     if (
       outcome.newestVersion !== fresh.status.newestVersion ||
       outcome.publishedVersion !== fresh.status.publishedVersion

@@ -22,7 +22,7 @@ import {
   roomForEndpoint,
 } from '../core/webhooks/endpoints.ts';
 import type { ReconcileResult } from './controller.ts';
-import { changedSince, recordIdOf, specCheck } from './resources.ts';
+import { changedSince, recordIdOf, specCheck, staleRequeueMs } from './resources.ts';
 import { type ConditionInput, keepFinalizer, ready, writeReady } from './status.ts';
 
 export const endpointFinalizer = 'switchboard.dev/webhook-endpoint-record';
@@ -111,7 +111,7 @@ export function webhookEndpointReconciler(
     const invalid = checkSpec(fresh.spec);
     const outcome =
       invalid === undefined ? await converge(pool, store, fresh, settings) : ready('False', 'InvalidSpec', invalid);
-    if (outcome === 'stale') return { requeueAfterMs: 0 };
+    if (outcome === 'stale') return { requeueAfterMs: staleRequeueMs };
     await writeReady(store, fresh, outcome, clock.now());
     // Retried: a Secret, an application or room for the endpoint may come; a spec the schema refuses never will.
     return outcome.status === 'True' || invalid !== undefined ? undefined : { requeueAfterMs: 30_000 };

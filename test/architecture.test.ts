@@ -143,16 +143,6 @@ const waitsElsewhere: Record<string, string> = {
   'engine/messaging/sender.ts': "submits through session.ts's request, checked",
 };
 
-/**
- * Waits on the network known to happen while a database connection is held, each a defect still to fix, listed so
- * that no other joins them unseen (docs/foundation.md, Database).
- */
-const knownWaitsHoldingConnections: Record<string, string> = {
-  'core/resources/kubernetes-store.ts':
-    "in a cluster the API applies a resource inside its request's transaction, and a reconcile reads the resource " +
-    "again under its record's lock to see whether a request changed it meanwhile (docs/kubernetes.md)",
-};
-
 /** How `file` starts a wait on the network, if it does: the module or call, for the failure's message. */
 function networkUse(file: string): string | undefined {
   const source = parse(file);
@@ -199,17 +189,13 @@ test('every wait on the network checks that no database connection is held (core
   for (const folder of sourceFolders.filter((name) => name !== 'client')) {
     for (const file of sources(folder)) {
       const use = networkUse(file);
-      if (use === undefined || waitsElsewhere[file] !== undefined || knownWaitsHoldingConnections[file] !== undefined) {
-        continue;
-      }
+      if (use === undefined || waitsElsewhere[file] !== undefined) continue;
       if (!readFileSync(path.join(root, file), 'utf8').includes('assertNotHoldingConnection(')) {
         unchecked.push(`${file} (${use})`);
       }
     }
   }
-  const stale = [...Object.keys(waitsElsewhere), ...Object.keys(knownWaitsHoldingConnections)].filter(
-    (file) => networkUse(file) === undefined,
-  );
+  const stale = Object.keys(waitsElsewhere).filter((file) => networkUse(file) === undefined);
   t.deepEqual(unchecked, [], `network waits without assertNotHoldingConnection:\n${unchecked.join('\n')}`);
   t.deepEqual(stale, [], `listed in waitsElsewhere but using no network module: ${stale.join(', ')}`);
 });

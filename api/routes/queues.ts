@@ -114,7 +114,7 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, r
       ? {}
       : { announceIntervalSecs: row.announce_interval_secs }),
   };
-  await apiResources(context.services, context.db).apply('Queue', row.id, spec, {
+  await apiResources(context).apply('Queue', row.id, spec, {
     applicationId: workspace.applicationId,
     workspaceId: workspace.id,
   });
@@ -222,7 +222,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const row = await queueById(db, workspace.id, context.params.id as string, true);
       await refuseWhenUsed(db, 'queue', row.id);
       await deleteQueue(db, row.id);
-      await apiResources(services, db).delete('Queue', row.id);
+      await apiResources(context).delete('Queue', row.id);
       return { status: 200, body: queueJson(row) };
     },
   });

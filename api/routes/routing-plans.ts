@@ -12,7 +12,7 @@ import { Type } from 'typebox';
 import type { Queryable } from '../../core/database.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { assignNumber, lockWorkspaceNumber, numberUpdated } from '../../core/numbers/numbers.ts';
-import { type ConditionInput, conditions } from '../../core/resources/conditions.ts';
+import type { ConditionInput } from '../../core/resources/conditions.ts';
 import { RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { workspaceFacts } from '../../core/routing/facts.ts';
 import { definitionSizeProblem, plansLimitProblem, versionsLimitProblem } from '../../core/routing/limits.ts';
@@ -122,8 +122,13 @@ function invalidPlan(issues: PlanIssue[]): ApiError {
 /** Writes the plan's custom resource (spec as the API holds it) and its status. */
 async function writeResource(context: HandlerContext, workspace: WorkspaceRef, planId: string): Promise<PlanRow> {
   const plan = await readPlan(context.db, planId, workspace.id);
-  const resources = apiResources(context.services, context.db);
-  const resource = await resources.apply(
+  const condition = (type: string, ok: boolean, reason: string, message: string): ConditionInput => ({
+    type,
+    status: ok ? 'True' : 'False',
+    reason,
+    message,
+  });
+  await apiResources(context).apply(
     'RoutingPlan',
     plan.id,
     {
@@ -135,32 +140,17 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, p
       publishedVersion: plan.published_version,
     },
     { applicationId: workspace.applicationId, workspaceId: workspace.id },
-  );
-  const generation = resource.metadata.generation;
-  const condition = (type: string, ok: boolean, reason: string, message: string): ConditionInput => ({
-    type,
-    status: ok ? 'True' : 'False',
-    reason,
-    message,
-  });
-  await resources.updateStatus('RoutingPlan', plan.id, {
-    observedGeneration: generation,
-    newestVersion: plan.newest_version,
-    publishedVersion: plan.published_version,
-    issues: [],
-    conditions: conditions(
-      resource.status.conditions,
-      [
+    {
+      fields: { newestVersion: plan.newest_version, publishedVersion: plan.published_version, issues: [] },
+      conditions: [
         condition('Valid', true, 'Validated', 'the newest definition is valid'),
         plan.published_version === null
           ? condition('Published', false, 'Draft', 'no version is published')
           : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
         condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
       ],
-      generation,
-      new Date(),
-    ),
-  });
+    },
+  );
   return plan;
 }
 
@@ -383,7 +373,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
         );
       }
       await archivePlan(db, planId);
-      await apiResources(services, db).delete('RoutingPlan', planId);
+      await apiResources(context).delete('RoutingPlan', planId);
       return { status: 200, body: planJson(plan) };
     },
   });

@@ -32,7 +32,7 @@ import {
 } from '../../core/webhooks/endpoints.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { apiResources } from '../resources.ts';
-import { defineOperation, type Services } from '../route.ts';
+import { defineOperation, type HandlerContext, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const defaultOverlapSeconds = 86_400;
@@ -134,10 +134,10 @@ const fieldsOfScope: Record<ReplayScope, readonly string[]> = {
 };
 
 /**
- * Writes the endpoint's `WebhookEndpoint` custom resource (docs/kubernetes.md) beside its record, in the request's
- * transaction: the spec as the API holds it, without `secretRef` (the API keeps its secrets sealed in PostgreSQL).
+ * Writes the endpoint's `WebhookEndpoint` custom resource (docs/kubernetes.md) beside its record (api/resources.ts):
+ * the spec as the API holds it, without `secretRef` (the API keeps its secrets sealed in PostgreSQL).
  */
-async function writeResource(services: Services, db: Queryable, applicationId: string, row: EndpointRow) {
+async function writeResource(context: HandlerContext, applicationId: string, row: EndpointRow) {
   const spec: WebhookEndpointSpec = {
     id: row.id,
     applicationId,
@@ -146,7 +146,7 @@ async function writeResource(services: Services, db: Queryable, applicationId: s
     ...(row.event_types === null ? {} : { eventTypes: row.event_types as WebhookEndpointSpec['eventTypes'] }),
     ...(row.description === null ? {} : { description: row.description }),
   };
-  await apiResources(services, db).apply('WebhookEndpoint', row.id, spec, { applicationId });
+  await apiResources(context).apply('WebhookEndpoint', row.id, spec, { applicationId });
 }
 
 export function webhookRoutes(app: FastifyInstance, services: Services) {
@@ -168,7 +168,8 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         }),
       },
     },
-    handler: async ({ db, body, principal }) => {
+    handler: async (context) => {
+      const { db, body, principal } = context;
       const applicationId = principal.applicationId as string;
       const url = checkedUrl(services, body.url);
       if ((await roomForEndpoint(db, applicationId)) !== 'room') {
@@ -185,7 +186,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         description: body.description ?? null,
         secret: sealSecret(services.keys.webhookSecrets, signingSecret),
       });
-      await writeResource(services, db, applicationId, row);
+      await writeResource(context, applicationId, row);
       return { status: 201, body: { endpoint: endpointJson(row), signingSecret } };
     },
   });
@@ -227,7 +228,8 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
       ),
       response: { 200: WebhookEndpoint },
     },
-    handler: async ({ db, body, params, principal }) => {
+    handler: async (context) => {
+      const { db, body, params, principal } = context;
       const url = body.url === undefined ? null : checkedUrl(services, body.url);
       // Absent fields keep their value; eventTypes and description may be set to null.
       const row = await updateEndpoint(db, principal.applicationId as string, params.id, {
@@ -237,7 +239,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         ...('description' in body ? { description: body.description ?? null } : {}),
       });
       if (row === undefined) throw endpointNotFound();
-      await writeResource(services, db, principal.applicationId as string, row);
+      await writeResource(context, principal.applicationId as string, row);
       return { status: 200, body: endpointJson(row) };
     },
   });
@@ -245,11 +247,12 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'deleteWebhook', {
     // No fields: the body may be left out or be `{}`.
     schemas: { params: IdParams, body: NoFields, response: { 200: WebhookEndpoint } },
-    handler: async ({ db, params, principal }) => {
+    handler: async (context) => {
+      const { db, params, principal } = context;
       // Its queued deliveries and lanes go with it (ON DELETE CASCADE).
       const row = await deleteEndpoint(db, principal.applicationId as string, params.id);
       if (row === undefined) throw endpointNotFound();
-      await apiResources(services, db).delete('WebhookEndpoint', row.id);
+      await apiResources(context).delete('WebhookEndpoint', row.id);
       return { status: 200, body: endpointJson(row) };
     },
   });

@@ -4,9 +4,9 @@
  * manager (`switchboard-api`), so fields a GitOps tool owns stay as that tool set them; the operator writes status and
  * finalizers with patches that carry the resourceVersion it read, which the API server turns into a 409 when stale.
  *
- * Unlike the PostgreSQL store, a write here does not commit with the request's transaction: the API writes its
- * records and applies the resource last, so a refused apply rolls the records back; a resource applied whose records
- * then fail to commit is converged by the operator, which makes records follow resources whoever wrote them.
+ * Unlike the PostgreSQL store, a write here does not commit with the request's transaction, and is never made while
+ * one is open: the API records its write with its records and carries it here once they committed (api/resources.ts),
+ * and a reconcile asks PostgreSQL, not this store, whether a request changed the resource meanwhile.
  */
 import {
   ApiException,
@@ -16,6 +16,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
 } from '@kubernetes/client-node';
+import { assertNotHoldingConnection } from '../held-connections.ts';
 import { crdVersion, kinds } from './crds.ts';
 import { watchKubernetes } from './kubernetes-watch.ts';
 import {
@@ -146,6 +147,7 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async get(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+    assertNotHoldingConnection(`a read of ${kind} ${name} from the Kubernetes API`);
     const found = await this.api
       .getNamespacedCustomObject({ ...this.address(kind, namespace), name })
       .catch(absentOrRefused(kind, name));
@@ -153,6 +155,7 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async list(kind: ResourceKind, namespace: string): Promise<{ items: Resource[]; resourceVersion: string }> {
+    assertNotHoldingConnection(`a list of ${kind} from the Kubernetes API`);
     const listed = (await this.api
       .listNamespacedCustomObject(this.address(kind, namespace))
       .catch(refused(kind, '(list)'))) as {
@@ -171,6 +174,7 @@ export class KubernetesResourceStore implements ResourceStore {
    * resourceVersion in the applied object is a precondition (409 when stale).
    */
   async apply(intent: ResourceIntent, options: WriteOptions): Promise<Resource> {
+    assertNotHoldingConnection(`an apply of ${intent.kind} ${intent.name} to the Kubernetes API`);
     const body = {
       apiVersion: resourceApiVersion,
       kind: intent.kind,
@@ -209,6 +213,7 @@ export class KubernetesResourceStore implements ResourceStore {
     status: Record<string, unknown>,
     options: WriteOptions,
   ): Promise<Resource> {
+    assertNotHoldingConnection(`a status write of ${kind} ${name} to the Kubernetes API`);
     const body = [
       ...(options.resourceVersion === undefined
         ? []
@@ -231,6 +236,7 @@ export class KubernetesResourceStore implements ResourceStore {
     finalizers: string[],
     options: WriteOptions,
   ): Promise<Resource | undefined> {
+    assertNotHoldingConnection(`a finalizers write of ${kind} ${name} to the Kubernetes API`);
     const body = {
       metadata: {
         finalizers,
@@ -255,6 +261,7 @@ export class KubernetesResourceStore implements ResourceStore {
     name: string,
     options: WriteOptions,
   ): Promise<Resource | undefined> {
+    assertNotHoldingConnection(`a delete of ${kind} ${name} through the Kubernetes API`);
     const answer = (await this.api
       .deleteNamespacedCustomObject({
         ...this.address(kind, namespace),

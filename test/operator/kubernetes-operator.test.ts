@@ -36,6 +36,7 @@ import {
   untilTrue,
 } from '../helpers/resources.ts';
 import { startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { until as untilDatabase } from '../helpers/until.ts';
 
 const namespace = 'switchboard';
 const serviceSecret = 'the service secret of this cluster, 32 characters or more';
@@ -311,6 +312,74 @@ test.serial('a watch cut mid-stream and a watch answered 410 Gone: later changes
   const metrics = await service.request('GET', '/metrics');
   t.regex(metrics.text, /switchboard_operator_relists_total\{kind="Queue"\} [2-9]/);
 });
+
+test.serial(
+  "the API's resource write reaches the Kubernetes API after its commit; refused, it stays pending and the operator never undoes the request",
+  async (t) => {
+    const setup = await workspaceWithUser(service);
+    const call = api(setup);
+    const hangup = (message: string) => ({ entry: 'bye', steps: { bye: { type: 'hangup', message } } });
+    const created = await call('POST', '/routing-plans', { name: 'Hours', definition: hangup('one'), publish: true });
+    t.is(created.status, 201, created.text);
+    const planId = created.body.id as string;
+    // Answered once the resource was applied, and its status written, by the API.
+    const first = await store.get('RoutingPlan', namespace, planId);
+    t.deepEqual((first?.spec as { definition?: unknown }).definition, hangup('one'));
+    t.like(first?.status, { newestVersion: 1, publishedVersion: 1 });
+
+    // The Kubernetes API refuses the next writes of the resource: the request still commits and answers.
+    kube.faults.failNext(1_000, {
+      status: 500,
+      pathIncludes: `routingplans/${planId}?fieldManager=switchboard-api`,
+      method: 'PATCH',
+    });
+    const edited = await call('PATCH', `/routing-plans/${planId}`, { definition: hangup('two') });
+    t.is(edited.status, 200, edited.text);
+    t.is(edited.body.newestVersion, 2);
+    const pending = await until('RoutingPlan', planId, () => true, 'the old resource');
+    t.deepEqual((pending.spec as { definition?: unknown }).definition, hangup('one'), 'the write did not reach it');
+    const write = await service.pool.query<{ pending: boolean; last_error: string | null }>(
+      `SELECT pending, last_error FROM resource_writes WHERE kind = 'RoutingPlan' AND name = $1`,
+      [planId],
+    );
+    t.like(write.rows[0], { pending: true });
+    t.truthy(write.rows[0]?.last_error);
+    // The operator hears the old resource again (a label changed) while the write is pending: it must not make its
+    // old definition a new version. Meanwhile the sweep tries the write again, and fails again.
+    await kubectlApply(
+      {
+        apiVersion: 'switchboard.dev/v1alpha1',
+        kind: 'RoutingPlan',
+        metadata: { name: planId, labels: { team: 'front-desk' } },
+      },
+      'labeller',
+    );
+    await untilDatabase('the sweep to try the write again', async () => {
+      const again = await service.pool.query<{ attempts: number }>(
+        `SELECT attempts FROM resource_writes WHERE kind = 'RoutingPlan' AND name = $1`,
+        [planId],
+      );
+      return (again.rows[0]?.attempts ?? 0) >= 2 ? true : undefined;
+    });
+    kube.faults.failNext(0);
+    // The sweep carries it once the Kubernetes API takes it again.
+    const applied = await until(
+      'RoutingPlan',
+      planId,
+      (resource) =>
+        JSON.stringify((resource.spec as { definition?: unknown }).definition) === JSON.stringify(hangup('two')) &&
+        (resource.status as { newestVersion?: number }).newestVersion === 2,
+      'the write carried',
+    );
+    t.is(applied.metadata.labels?.team, 'front-desk', "the label's own field manager keeps it");
+    const versions = await call('GET', `/routing-plans/${planId}/versions`);
+    t.deepEqual(
+      (versions.body.data as { version: number }[]).map((version) => version.version),
+      [2, 1],
+      'no version was made from the old resource',
+    );
+  },
+);
 
 test('a 409 on a status write is retried with the resource read again', async (t) => {
   const setup = await workspaceWithUser(service);
