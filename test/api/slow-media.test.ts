@@ -45,6 +45,9 @@ test('ten MMS sends waiting on a silent media host hold no connection: other req
     },
   });
   const token = await userToken(service, setup, ['messages:*']);
+  // Another application, and a number of another workspace whose plan hangs up, made before the sends.
+  const other = await workspaceWithUser(service);
+  const line = await numberRunning(t, service, { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } });
   const sends = Array.from({ length: 10 }, (_, index) =>
     service.request('POST', '/api/v1/messages', {
       auth: token,
@@ -55,10 +58,8 @@ test('ten MMS sends waiting on a silent media host hold no connection: other req
   await until('all ten fetches waiting on the host at once', () => (waiting.length === 10 ? true : undefined));
 
   // Another application's request, and a carrier's call to another workspace's number, while they all wait.
-  const other = await workspaceWithUser(service);
   const listed = await service.request('GET', '/api/v1/workspaces', { auth: other.apiKey });
   t.is(listed.status, 200, listed.text);
-  const line = await numberRunning(t, service, { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } });
   const call = await runSipp({ scenario: 'answered', sipPort: service.sipPort as number, dialed: line.e164.slice(1) });
   t.is(call.code, 0, sippFailed(call));
   t.true(
