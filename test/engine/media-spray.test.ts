@@ -22,8 +22,12 @@ import { runSipp } from '../helpers/sipp.ts';
 import { until } from '../helpers/until.ts';
 import { tonePower } from '../helpers/webrtc-browser.ts';
 
-/** A range of 100 even ports of its own, so the spray covers all of it every 20 ms. */
-const rtpMin = 40000 + 2 * Math.floor(Math.random() * 5000);
+/**
+ * A range of 100 even ports of its own, so the spray covers all of it every 20 ms: below the kernel's ephemeral ports
+ * (32768 and up), where the other tests' sockets are (sipp's echo would send the spray back, and their phones would
+ * take it for the engine's), and away from the ranges the other tests' engines and pools use (20000 and up).
+ */
+const rtpMin = 12000 + 2 * Math.floor(Math.random() * 3000);
 const rtpMax = rtpMin + 199;
 
 let service: TestService;
