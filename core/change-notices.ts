@@ -1,8 +1,12 @@
 /**
- * Change notices between processes: a dedicated connection LISTENs on a channel, and writers `pg_notify` inside the
- * transaction of their change (PostgreSQL delivers it on commit, never for a rollback). Caches built on it are only
- * trusted while the connection is up: `onReset` runs whenever it drops (notices may have been missed) and again
- * once it is back, and `listening` says whether to cache at all.
+ * Change notices between processes: writers `pg_notify` inside the transaction of their change (PostgreSQL delivers
+ * it on commit, never for a rollback), and readers hear them through a `ChangeListener` on a channel. Every listener
+ * of one process on one database shares one connection (`NoticeConnection`), which LISTENs on each channel some
+ * listener wants: a process holds one LISTEN connection however many parts wait for changes.
+ *
+ * Caches built on it are only trusted while the connection is up: a listener's `onReset` runs whenever the connection
+ * drops (notices may have been missed) and again once it is back and listening, and `listening` says whether to
+ * cache at all.
  */
 import pg from 'pg';
 import type { Queryable } from './database.ts';
@@ -71,69 +75,212 @@ export async function announce(db: Queryable, channel: string, payload: string):
   await db.query({ name: 'sb-notify', text: 'SELECT pg_notify($1, $2)', values: [channel, payload] });
 }
 
-export class ChangeListener {
+/** What a listener is told: its channel's notices and its resets. */
+interface Subscriber {
+  readonly channel: string;
+  notice(payload: string): void;
+  /** The connection dropped (listening false) or listens on the channel again (listening true). */
+  reset(listening: boolean): void;
+}
+
+/** Backoff between attempts to reconnect a lost LISTEN connection. */
+const firstRetryMs = 500;
+const lastRetryMs = 30_000;
+
+/**
+ * The one LISTEN connection of this process to one database: it LISTENs on every channel its subscribers want and
+ * hands each notice to that channel's subscribers. Lost, it tells every subscriber, reconnects with a backoff and
+ * LISTENs again. It ends once its last subscriber leaves (`connections` forgets it then).
+ */
+class NoticeConnection {
   private client: pg.Client | undefined;
-  private closed = false;
-  private retryDelay = 500;
+  private connecting: Promise<void> | undefined;
+  private readonly subscribers = new Map<string, Set<Subscriber>>();
+  /** The channels the current client LISTENs on. */
+  private readonly listened = new Set<string>();
+  private retryDelay = firstRetryMs;
   private retryTimer: NodeJS.Timeout | undefined;
-  listening = false;
+  private ended = false;
 
   constructor(
     private readonly url: string,
-    private readonly channel: string,
-    private readonly onNotice: (payload: string) => void,
-    private readonly onReset: () => void,
     private readonly log: (message: string) => void,
+    private readonly onEmpty: () => void,
   ) {}
 
-  async start(): Promise<void> {
-    await this.connect().catch((error: unknown) => this.retry(error));
+  /** Adds a subscriber; resolves once its channel is listened on, or once the first attempt to connect failed. */
+  async add(subscriber: Subscriber): Promise<void> {
+    let group = this.subscribers.get(subscriber.channel);
+    if (group === undefined) {
+      group = new Set();
+      this.subscribers.set(subscriber.channel, group);
+    }
+    group.add(subscriber);
+    if (this.client === undefined) {
+      if (this.retryTimer === undefined) await this.connectOnce();
+      // A reconnect already waiting tells this subscriber with the others.
+      return;
+    }
+    const client = this.client;
+    try {
+      await this.listenOn(client, subscriber.channel);
+    } catch (error) {
+      // The connection is failing: its `lost` tells every subscriber, this one included, and reconnects.
+      this.log(`change notices on ${subscriber.channel} unavailable: ${String(error)}`);
+      return;
+    }
+    if (this.client === client && group.has(subscriber)) subscriber.reset(true);
+  }
+
+  async remove(subscriber: Subscriber): Promise<void> {
+    const group = this.subscribers.get(subscriber.channel);
+    group?.delete(subscriber);
+    if (group !== undefined && group.size === 0) {
+      this.subscribers.delete(subscriber.channel);
+      const client = this.client;
+      if (client !== undefined && this.listened.delete(subscriber.channel)) {
+        await client.query(`UNLISTEN ${client.escapeIdentifier(subscriber.channel)}`).catch(() => {});
+      }
+    }
+    if (this.subscribers.size > 0) return;
+    this.ended = true;
+    this.onEmpty();
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    await this.connecting?.catch(() => {});
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+
+  private connectOnce(): Promise<void> {
+    this.connecting ??= this.connect()
+      .catch((error: unknown) => this.retry(error))
+      .finally(() => (this.connecting = undefined));
+    return this.connecting;
   }
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.url, application_name: 'switchboard-listener' });
-    client.on('notification', (message) => {
-      if (message.channel === this.channel) this.onNotice(message.payload ?? '');
-    });
+    client.on('notification', (message) => this.deliver(message.channel, message.payload ?? ''));
     client.on('error', (error) => this.lost(client, error));
     client.on('end', () => this.lost(client, new Error('connection ended')));
-    await client.connect();
-    await client.query(`LISTEN ${this.channel}`);
-    if (this.closed) {
-      await client.end();
+    try {
+      await client.connect();
+      this.listened.clear();
+      // Subscribers may come while it LISTENs: it is ready once no channel wanted is left out.
+      for (;;) {
+        const missing = [...this.subscribers.keys()].filter((channel) => !this.listened.has(channel));
+        if (missing.length === 0) break;
+        for (const channel of missing) await this.listenOn(client, channel);
+      }
+    } catch (error) {
+      client.end().catch(() => {});
+      throw error;
+    }
+    if (this.ended) {
+      await client.end().catch(() => {});
       return;
     }
     this.client = client;
-    this.retryDelay = 500;
-    this.onReset();
-    this.listening = true;
+    this.retryDelay = firstRetryMs;
+    for (const subscriber of this.all()) subscriber.reset(true);
+  }
+
+  private async listenOn(client: pg.Client, channel: string): Promise<void> {
+    if (this.listened.has(channel)) return;
+    await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+    this.listened.add(channel);
+  }
+
+  private deliver(channel: string, payload: string): void {
+    for (const subscriber of [...(this.subscribers.get(channel) ?? [])]) {
+      try {
+        subscriber.notice(payload);
+      } catch (error) {
+        // One listener's failure neither stops the others nor the connection.
+        this.log(`a change notice on ${channel} could not be taken: ${String(error)}`);
+      }
+    }
   }
 
   private lost(client: pg.Client, error: Error): void {
     if (this.client !== client) return;
     this.client = undefined;
-    this.listening = false;
-    this.onReset();
+    this.listened.clear();
     client.end().catch(() => {});
-    if (!this.closed) this.retry(error);
+    for (const subscriber of this.all()) subscriber.reset(false);
+    this.retry(error);
   }
 
   private retry(error: unknown): void {
-    if (this.closed) return;
-    this.log(`change notices on ${this.channel} unavailable, retrying: ${String(error)}`);
+    if (this.ended || this.retryTimer !== undefined) return;
+    this.log(`change notices on ${[...this.subscribers.keys()].join(', ')} unavailable, retrying: ${String(error)}`);
     this.retryTimer = setTimeout(() => {
-      this.connect().catch((next: unknown) => this.retry(next));
+      this.retryTimer = undefined;
+      void this.connectOnce();
     }, this.retryDelay);
     this.retryTimer.unref();
-    this.retryDelay = Math.min(this.retryDelay * 2, 30_000);
+    this.retryDelay = Math.min(this.retryDelay * 2, lastRetryMs);
+  }
+
+  private all(): Subscriber[] {
+    return [...this.subscribers.values()].flatMap((group) => [...group]);
+  }
+}
+
+/** This process's LISTEN connections, one per database. */
+const connections = new Map<string, NoticeConnection>();
+
+/**
+ * Hears one channel's notices on this process's LISTEN connection to `url`. `onReset` runs when the connection drops
+ * and again once it listens on the channel (at start too): whatever was read from the notices may be stale then.
+ */
+export class ChangeListener implements Subscriber {
+  private connection: NoticeConnection | undefined;
+  private closed = false;
+  listening = false;
+
+  constructor(
+    private readonly url: string,
+    readonly channel: string,
+    private readonly onNotice: (payload: string) => void,
+    private readonly onReset: () => void,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /** Resolves once the channel is listened on, or once a first attempt failed (it goes on retrying). */
+  async start(): Promise<void> {
+    if (this.closed || this.connection !== undefined) return;
+    let connection = connections.get(this.url);
+    if (connection === undefined) {
+      const made = new NoticeConnection(this.url, this.log, () => {
+        if (connections.get(this.url) === made) connections.delete(this.url);
+      });
+      connection = made;
+      connections.set(this.url, made);
+    }
+    this.connection = connection;
+    await connection.add(this);
+  }
+
+  notice(payload: string): void {
+    if (!this.closed) this.onNotice(payload);
+  }
+
+  reset(listening: boolean): void {
+    if (this.closed) return;
+    if (!listening) this.listening = false;
+    this.onReset();
+    if (listening) this.listening = true;
   }
 
   async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     this.listening = false;
-    clearTimeout(this.retryTimer);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => {});
+    const connection = this.connection;
+    this.connection = undefined;
+    await connection?.remove(this);
   }
 }

@@ -1,26 +1,24 @@
 /**
- * The call engine of the engine role (docs/calls.md): SIP on UDP and TCP, an RTP port pool, prompts, carriers and
- * the admission of inbound calls, the registrar of SIP devices (sip/registrar.ts), plus the API's call commands (announced on `switchboard_call_control`, recorded on
- * the call; core/calls/commands.ts), and the queue distributor (queue-distributor.ts, docs/contact-center.md). At
- * start it ends the calls (and their queue entries) a previous run of the same engine owned; at close it hangs up its
- * calls.
+ * The call engine of the engine role (docs/calls.md), wired together here: SIP on UDP and TCP, an RTP port pool,
+ * prompts, carriers and the admission of inbound calls, the registrar of SIP devices (sip/registrar.ts), the API's
+ * call commands (calls/commands.ts), the offers of ringing calls (calls/offer-watch.ts) and the queue distributor
+ * (queue-distributor.ts, docs/contact-center.md). At start it ends the calls (and their queue entries) a previous run
+ * of the same engine owned; at close it hangs up its calls.
  */
 import { hostname } from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
 import { openPool } from '../core/database.ts';
 import type { Registry } from 'prom-client';
-import { callControlChannel, ChangeListener, offerChannel } from '../core/change-notices.ts';
 import type { Clock } from '../core/clock.ts';
 import type { Config } from '../core/config.ts';
 import { endOwnedCalls } from '../core/calls/calls.ts';
 import type { Log } from '../core/log.ts';
-import { type CallCommand, parseCallCommand, pendingCallCommands } from '../core/calls/commands.ts';
-import { expireOffers, parseOfferNotice, withdrawLapsedOffers } from '../core/devices/offers.ts';
 import { ActiveCalls } from './calls/active-calls.ts';
 import { Admission } from './calls/admission.ts';
-import { dispatchCallCommand } from './calls/commands.ts';
+import { CallCommandWatch } from './calls/commands.ts';
 import { CallMetrics } from './calls/metrics.ts';
+import { OfferWatch } from './calls/offer-watch.ts';
 import type { CallServices } from './calls/services.ts';
 import { prepareRecordings } from './calls/voicemail-recording.ts';
 import { Prompts } from './media/prompts.ts';
@@ -31,11 +29,6 @@ import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
 import { SipEndpoint } from './sip/user-agent.ts';
 import { QueueDistributor } from './queue-distributor.ts';
-
-/** How often the engine looks for call commands whose notice it may have missed. */
-const commandPollMs = 2_000;
-/** How often the engine sweeps offers whose device's presence lapsed or whose time is up. */
-const offerSweepMs = 2_000;
 
 export interface CallEngine {
   sipPort: number;
@@ -147,67 +140,11 @@ export async function startCallEngine(options: {
     ...options.registrar,
   });
   ready.registrar = registrar;
-  // Commands the API gave (a hangup): recorded on the call row, announced on callControlChannel. The notice wakes
-  // the engine at once; a check when the listener (re)connects and a short poll find a command whose notice was
-  // missed.
-  const dispatch = (command: CallCommand) =>
-    dispatchCallCommand(active, command).catch((error: unknown) =>
-      log.warn({ err: error, callId: command.callId, action: command.action }, 'call command failed'),
-    );
-  let checking: Promise<void> | undefined;
-  const commandsPending = () => {
-    checking ??= pendingCallCommands(pool, owner)
-      .then(async (commands) => {
-        for (const command of commands) await dispatch(command);
-      })
-      .catch((error: unknown) => log.warn({ err: error }, 'call commands could not be read'))
-      .finally(() => {
-        checking = undefined;
-      });
-  };
-  const control = new ChangeListener(
-    options.databaseUrl,
-    callControlChannel,
-    (payload) => {
-      const command = parseCallCommand(payload);
-      if (command === undefined) log.warn({ payload: payload.slice(0, 200) }, 'not a call command; dropped');
-      else void dispatch(command);
-    },
-    commandsPending,
-    (message) => log.warn({}, message),
-  );
-  await control.start();
-  // Offers of the calls this engine holds (a ring step's round waits for an accept): the notice names the call; when
-  // the listener (re)connects, every ringing call reads its offers again, in case a notice was missed.
-  const offers = new ChangeListener(
-    options.databaseUrl,
-    offerChannel,
-    (payload) => {
-      const notice = parseOfferNotice(payload);
-      if (notice !== undefined) active.get(notice.callId)?.offersChanged();
-    },
-    () => {
-      for (const call of active.all()) call.offersChanged();
-    },
-    (message) => log.warn({}, message),
-  );
+  // The API's commands for this engine's calls, and the offers of its ringing calls.
+  const commands = new CallCommandWatch({ pool, databaseUrl: options.databaseUrl, owner, calls: active, log });
+  await commands.start();
+  const offers = new OfferWatch({ pool, databaseUrl: options.databaseUrl, calls: active, log });
   await offers.start();
-  const commandPoll = setInterval(commandsPending, commandPollMs);
-  commandPoll.unref();
-  // Offers whose device's presence lapsed while they rang are withdrawn, and offers past their expiry marked so, by
-  // every engine (the statements are idempotent), so that a device that went away stops being offered the call and
-  // its long-poll hears it (docs/phones.md, "Presence").
-  let sweeping: Promise<void> | undefined;
-  const sweepOffers = () => {
-    sweeping ??= (async () => {
-      await withdrawLapsedOffers(options.pool);
-      await expireOffers(options.pool);
-    })()
-      .catch((error: unknown) => log.warn({ err: error }, 'offers could not be swept'))
-      .finally(() => (sweeping = undefined));
-  };
-  const offerSweep = setInterval(sweepOffers, offerSweepMs);
-  offerSweep.unref();
   log.info(
     { sip: `${config.sip.host}:${sipPort}`, advertised: `${config.sip.advertisedHost}:${sipPort}`, owner },
     'call engine listening',
@@ -218,13 +155,9 @@ export async function startCallEngine(options: {
     calls: active,
     services,
     async close() {
-      clearInterval(commandPoll);
-      clearInterval(offerSweep);
       await queues.close();
-      await sweeping;
-      await control.close();
       await offers.close();
-      await checking;
+      await commands.close();
       await active.closeAll('engine_stopped');
       registrar.close();
       await sip.close();

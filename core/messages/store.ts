@@ -2,7 +2,7 @@
  * The message records a carrier's SMPP link works on (core/messages/link-store.ts `MessageLinkStore`), over
  * PostgreSQL: each method one transaction over `message_parts` (parts.ts), `message_receipts` (receipts.ts) and the
  * messages they settle (messages.ts), inbound parts through inbound.ts. The link is woken when parts wait: a send
- * notifies `switchboard_messages` with its carrier at commit (heard on one LISTEN connection per store, through
+ * notifies `switchboard_messages` with its carrier at commit (heard on the process's LISTEN connection,
  * core/change-notices.ts), a throttled part's time coming due fires a timer, and a lost or regained LISTEN
  * connection wakes every carrier (notices may have been missed).
  */
