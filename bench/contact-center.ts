@@ -14,7 +14,7 @@ import { registerDevice } from '../core/devices/devices.ts';
 import { createMember } from '../core/identity/members.ts';
 import { answerEntry, enterQueue, setStateByPerson } from '../core/queues/entries.ts';
 import { distribute } from '../core/queues/distribution.ts';
-import { createQueue } from '../core/routing/queues.ts';
+import { createQueue } from '../core/queues/queues.ts';
 
 export const shape = { queues: 20, agentsPerQueue: 10, waiting: 500, history: 20_000 };
 

@@ -27,7 +27,7 @@ import { G711WebRtcEndpoint } from './media/webrtc-g711.ts';
 import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
-import { SipEndpoint } from './sip/user-agent.ts';
+import { SipEndpoint } from './sip/sip-endpoint.ts';
 import { QueueDistributor } from './queue-distributor.ts';
 
 export interface CallEngine {

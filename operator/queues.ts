@@ -12,7 +12,7 @@ import { workspaceOfApplication } from '../core/identity/workspaces.ts';
 import { unknownMembers } from '../core/identity/members.ts';
 import { QueueSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
-import { deleteQueue, lockQueue, lockQueueOwner, recordQueue } from '../core/routing/queues.ts';
+import { deleteQueue, lockQueue, lockQueueOwner, recordQueue } from '../core/queues/queues.ts';
 import { plansUsing, usedBy } from '../core/routing/usage.ts';
 import type { ReconcileResult } from './controller.ts';
 import { changedSince, recordIdOf, specCheck, staleRequeueMs } from './resources.ts';

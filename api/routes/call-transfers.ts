@@ -15,7 +15,7 @@ import { TransferTarget } from '../../core/calls/transfers.ts';
 import { dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { ApiError } from '../../core/errors.ts';
 import { unknownMembers } from '../../core/identity/members.ts';
-import { queueById } from '../../core/routing/queues.ts';
+import { queueById } from '../../core/queues/queues.ts';
 import { actorOf } from '../auth.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { IdParams } from '../schemas.ts';

@@ -17,7 +17,7 @@ import {
   queueDefaults,
   type QueueRow,
   updateQueue,
-} from '../../core/routing/queues.ts';
+} from '../../core/queues/queues.ts';
 import { refuseWhenUsed } from '../../core/routing/usage.ts';
 import {
   AnnounceExpectedWait,

@@ -1,6 +1,6 @@
 /**
  * Operations 39-43: schedules (business hours: an IANA time zone, weekly open ranges, dated exceptions; the rules
- * are in core/routing/schedule.ts). `GET` shows whether the schedule is open now and when that next changes, or at
+ * are in core/routing/opening-hours.ts). `GET` shows whether the schedule is open now and when that next changes, or at
  * the instant `at` names. Deleting a schedule that a routing plan uses is refused (409 `in_use`).
  */
 import type { FastifyInstance } from 'fastify';
@@ -14,7 +14,7 @@ import {
   scheduleProblems,
   ScheduleTimezone,
   WeeklyRange,
-} from '../../core/routing/schedule.ts';
+} from '../../core/routing/opening-hours.ts';
 import {
   createSchedule,
   deleteSchedule,

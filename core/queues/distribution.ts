@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import { changeAgentState, offerAgents, offerableAgents } from '../agents/agent-states.ts';
 import { inTransaction } from '../database.ts';
-import { type LockedQueue, lockQueue } from '../routing/queues.ts';
+import { type LockedQueue, lockQueue } from './queues.ts';
 import { type EndedQueueCall, endQueueCallsIn, entryColumns, type EntryRow, markOffered } from './entries.ts';
 
 export interface Distributed {

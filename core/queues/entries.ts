@@ -19,7 +19,7 @@ import { announce, parseNotice, queueChannel } from '../change-notices.ts';
 import { afterCommit, inTransaction, type Queryable } from '../database.ts';
 import { appendEvent } from '../events/outbox.ts';
 import { freeDevices } from '../devices/devices.ts';
-import { queuesOfMembers } from '../routing/queues.ts';
+import { queuesOfMembers } from './queues.ts';
 
 export type EntryState = 'waiting' | 'offered' | 'connected' | 'abandoned' | 'overflowed' | 'callback';
 

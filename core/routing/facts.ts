@@ -11,7 +11,7 @@ import { userIdsIn } from '../identity/users.ts';
 import { destinationPolicyOf } from '../identity/workspaces.ts';
 import { isUuid } from '../ids.ts';
 import { aiAgentProvidersIn } from './ai-agents.ts';
-import { queueIdsIn } from './queues.ts';
+import { queueIdsIn } from '../queues/queues.ts';
 import { scheduleIdsIn } from './schedules.ts';
 import type { PlanReferences, WorkspaceFacts } from './validate.ts';
 

@@ -4,7 +4,7 @@
  */
 import type { Queryable } from '../database.ts';
 import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
-import type { ScheduleHours } from './schedule.ts';
+import type { ScheduleHours } from './opening-hours.ts';
 
 export interface ScheduleRow {
   id: string;

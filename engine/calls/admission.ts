@@ -8,14 +8,14 @@ import type { IncomingInviteRequest, UserAgentCore } from 'sip.js/lib/core/index
 import { addLeg, type CallRow, endCall, setLegState, startCall } from '../../core/calls/calls.ts';
 import { e164Pattern } from '../../core/ids.ts';
 import { publishedPlanFor } from '../../core/numbers/numbers.ts';
-import { type MediaEndpoint, MediaEndpoint as Media } from '../media/rtp.ts';
+import { type RtpEndpoint, RtpEndpoint as Media } from '../media/rtp.ts';
 import { answer as answerSdp, parseSdp } from '../media/sdp.ts';
 import type { Source } from '../sip/transport.ts';
-import { dialedOf } from '../sip/user-agent.ts';
+import { dialedOf } from '../sip/sip-endpoint.ts';
 import type { ActiveCalls } from './active-calls.ts';
 import { Call } from './call.ts';
 import { notAcceptable } from './invite.ts';
-import { CarrierLeg } from './legs/carrier.ts';
+import { SipDialogLeg } from './legs/sip-dialog.ts';
 import type { CallServices } from './services.ts';
 
 const e164 = new RegExp(e164Pattern);
@@ -86,7 +86,7 @@ export class Admission {
       if (!cancelled) request.reject(notAcceptable(error));
       return;
     }
-    let media: MediaEndpoint;
+    let media: RtpEndpoint;
     try {
       media = await Media.open(services.ports, services.rtpHost, {
         peer: services.carriers.mediaPeer(carrier, source.address),
@@ -155,7 +155,7 @@ export class Admission {
       throw error;
     }
     // From the 200 on, nothing waits until the session hears the caller: a BYE may come right after the ACK.
-    const leg = new CarrierLeg(callerLeg, response.session, media, {
+    const leg = new SipDialogLeg(callerLeg, response.session, media, {
       answered: { advertisedHost: services.rtpAdvertisedHost },
     });
     const call = new Call(row, target.carrier, leg, services, (ended) => this.calls.forget(ended));

@@ -13,7 +13,7 @@ import { type CallRow, changeState, endCall, setLegState } from '../../core/call
 import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
 import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { FinishTransferCommand, SuperviseCommand, TransferCommand } from '../../core/calls/commands.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, QueueCall, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
 import { bridgeDialled, type Dialled, type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
 import { type AsideRound, type CallerMedia, connectionOf, holdSignal } from './connection.ts';
@@ -94,7 +94,7 @@ export class Call implements CallControl {
   }
 
   /** The caller's media (a step that needs it runs only while the caller is on the line). */
-  private get media(): MediaEndpoint {
+  private get media(): RtpEndpoint {
     if (this.caller === undefined) throw new Error('the caller is not on the line');
     return this.caller.media;
   }

@@ -24,15 +24,15 @@ import type { Pool } from 'pg';
 import { changeState, type ConnectedLeg } from '../../core/calls/calls.ts';
 import { type BridgeEndpoint, bridge } from '../media/bridge.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
-import { playLooped } from './hold.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
+import { playLooped } from '../media/looped-audio.ts';
 import type { HoldSignal } from './hold-signal.ts';
 
 /** The signals a connection's hold takes (made by the call and by the makers of connections). */
 export { holdSignal } from './hold-signal.ts';
 
 /** A caller side: what can be bridged and can hear the hold music. */
-export type CallerMedia = BridgeEndpoint & Pick<MediaEndpoint, 'play'>;
+export type CallerMedia = BridgeEndpoint & Pick<RtpEndpoint, 'play'>;
 
 /** How the two sides of a connection are joined while neither held nor consulting: returns the unjoin. */
 export type Wiring = (caller: CallerMedia, party: BridgeEndpoint) => () => void;

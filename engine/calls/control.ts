@@ -3,8 +3,8 @@
  * (call.ts) implements `CallControl` on its legs; tests drive the steps with a double (test/helpers/call-control.ts).
  */
 import type { RoutingPlanDefinition, RingTarget } from '../../core/routing/definition.ts';
-import type { ScheduleHours } from '../../core/routing/schedule.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
+import type { ScheduleHours } from '../../core/routing/opening-hours.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
 import type { QueuedRound } from './ringing.ts';
 
 export type Prompt = { tts: string } | { audioUrl: string };
@@ -81,7 +81,7 @@ export interface QueueCall {
   /** The caller's number (a callback dials it). */
   fromNumber: string;
   /** The caller's media now. */
-  caller(): MediaEndpoint;
+  caller(): RtpEndpoint;
   /** Aborts when the call ends. */
   gone: AbortSignal;
   onDtmf(listener: (digit: string) => void): () => void;

@@ -8,13 +8,13 @@ import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/co
 import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
 import { type DialKind, dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { openSecret } from '../../core/sealing.ts';
-import { MediaEndpoint as Media } from '../media/rtp.ts';
+import { RtpEndpoint as Media } from '../media/rtp.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
 import { holdSignal } from './hold-signal.ts';
 import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from './invite.ts';
 import { farEndHungUp } from './leg.ts';
-import { CarrierLeg } from './legs/carrier.ts';
+import { SipDialogLeg } from './legs/sip-dialog.ts';
 import type { CallServices } from './services.ts';
 
 /** What a dialled leg is to its call (its `call_legs.role`). */
@@ -45,7 +45,7 @@ export interface DialOut {
 
 /** An answered dial-out. `release` forgets the carrier's account once the leg's requests can no longer be challenged. */
 export interface Dialled {
-  leg: CarrierLeg;
+  leg: SipDialogLeg;
   release(): void;
 }
 
@@ -198,7 +198,7 @@ export async function dialThroughCarrier(
     }
     await record.legState(legId, 'answered');
     handedOver = true;
-    return { leg: new CarrierLeg(legId, answered, media), release: stopSigning };
+    return { leg: new SipDialogLeg(legId, answered, media), release: stopSigning };
   } finally {
     if (!handedOver) stopSigning();
   }

@@ -1,7 +1,7 @@
 /**
  * Telling the SIP parties of a connection of its hold (operation 54, docs/contact-center.md "Hold"): the connection
  * (connection.ts) calls a `HoldSignal` when the application holds or resumes it, and the signal asks the leg for its
- * re-INVITE (`Leg.hold`, legs/carrier.ts): the caller's leg `sendonly` (it hears our hold music), a party's leg
+ * re-INVITE (`Leg.hold`, legs/sip-dialog.ts): the caller's leg `sendonly` (it hears our hold music), a party's leg
  * `inactive` (it is sent nothing while held), `sendrecv` on resume. A leg without signalling of its own (a browser)
  * has no signal. Every re-INVITE sent is counted by its result (`switchboard_sip_hold_reinvites_total`); one the far
  * end did not take is also logged, and the hold applies to the media all the same: the call goes on.

@@ -3,10 +3,10 @@
  * SIP device (ring-sip.ts): our Contact on the chosen transport and the SDP offer of the leg's RTP endpoint (G.711).
  */
 import type { OutgoingInviteRequest, OutgoingRequestMessage, URI, UserAgentCore } from 'sip.js/lib/core/index.js';
-import type { MediaEndpoint } from '../media/rtp.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
 import { offer as offerSdp, SdpError } from '../media/sdp.ts';
 import type { Protocol } from '../sip/addressing.ts';
-import { engineUser } from '../sip/user-agent.ts';
+import { engineUser } from '../sip/sip-endpoint.ts';
 import type { CallServices } from './services.ts';
 
 /** An INVITE to `target` (the Request-URI) offering `media`, made on `protocol`'s core; not sent yet. */
@@ -14,7 +14,7 @@ export function makeInvite(
   services: CallServices,
   protocol: Protocol,
   uris: { target: URI; from: URI; to: URI },
-  media: MediaEndpoint,
+  media: RtpEndpoint,
   extraHeaders: readonly string[] = [],
 ): { core: UserAgentCore; message: OutgoingRequestMessage } {
   const { host, port } = services.sip;

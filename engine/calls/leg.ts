@@ -1,7 +1,7 @@
 /**
  * A leg of a call: one party's connection to it (docs/architecture.md, "A call, its legs and its steps"). The call
  * drives its legs through this interface and never sees how a leg is signalled: today a carrier's SIP dialog
- * (`legs/carrier.ts`, inbound or dialled out) or a browser's WebRTC peer connection (`legs/browser.ts`, a device that
+ * (`legs/sip-dialog.ts`, inbound or dialled out) or a browser's WebRTC peer connection (`legs/browser.ts`, a device that
  * accepted a `ring` step's offer) or a registered SIP device's dialog (`legs/sip-device.ts`, a desk phone that
  * answered a `ring` step's INVITE).
  *
@@ -15,7 +15,7 @@
  * - bye: our side ends the leg; `onHangup` hears the far end's.
  */
 import type { BridgeEndpoint } from '../media/bridge.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
 
 /**
  * What our re-INVITE asks of a far end we hold (RFC 3264 section 8.4): `sendonly` (we go on sending, the hold music;
@@ -34,7 +34,7 @@ export class HoldFailure extends Error {
   }
 }
 
-export interface Leg<Media extends BridgeEndpoint = MediaEndpoint> {
+export interface Leg<Media extends BridgeEndpoint = RtpEndpoint> {
   /** Its record (call_legs). */
   readonly id: string;
   /** Where its audio and DTMF come and go. */

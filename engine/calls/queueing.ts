@@ -43,10 +43,10 @@ import {
   requestCallback,
 } from '../../core/queues/entries.ts';
 import { entryPlace } from '../../core/queues/figures.ts';
-import { queueById, type QueueRow } from '../../core/routing/queues.ts';
+import { queueById, type QueueRow } from '../../core/queues/queues.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import type { QueueCall, QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
-import { playLooped } from './hold.ts';
+import { playLooped } from '../media/looped-audio.ts';
 import { announcementText, firstAnnouncementMs } from './queue-announcements.ts';
 import { callbackAllowed } from './queue-callback.ts';
 import type { CallServices, EntryOffer } from './services.ts';

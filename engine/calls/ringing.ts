@@ -24,7 +24,7 @@ import { type RingableDevices, setDeviceBusy, type DeviceRow } from '../../core/
 import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
 import type { RingTarget } from '../../core/routing/definition.ts';
 import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
-import { playLooped } from './hold.ts';
+import { playLooped } from '../media/looped-audio.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import type { WebRtcMedia } from '../media/webrtc-endpoint.ts';
 import type { RingOutcome } from './control.ts';

@@ -9,7 +9,7 @@ import type { Prompts } from '../media/prompts.ts';
 import type { WebRtcMediaFactory } from '../media/webrtc-endpoint.ts';
 import type { PortPool } from '../media/rtp.ts';
 import type { CarrierDirectory } from '../sip/carriers.ts';
-import type { SipEndpoint } from '../sip/user-agent.ts';
+import type { SipEndpoint } from '../sip/sip-endpoint.ts';
 import type { CallMetrics } from './metrics.ts';
 
 /** An offer distribution has just committed: the entry as it is now, and the members it is offered to. */

@@ -30,7 +30,7 @@ import { holdMusicLoop } from '../media/hold-music.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import { type AsideRound, type CallerMedia, type Connection, connectionOf } from './connection.ts';
 import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
-import { playLooped } from './hold.ts';
+import { playLooped } from '../media/looped-audio.ts';
 import type { QueueStepRequest } from './control.ts';
 import type { CallServices } from './services.ts';
 

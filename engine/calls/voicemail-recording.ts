@@ -10,7 +10,7 @@ import type { CallRow } from '../../core/calls/calls.ts';
 import { insertRecording } from '../../core/calls/recordings.ts';
 import { inTransaction } from '../../core/database.ts';
 import { appendEvent } from '../../core/events/outbox.ts';
-import type { MediaEndpoint } from '../media/rtp.ts';
+import type { RtpEndpoint } from '../media/rtp.ts';
 import { WavRecorder } from '../media/recorder.ts';
 
 /** At start: the folder recordings go to. */
@@ -29,7 +29,7 @@ function beep(): Int16Array {
 export async function recordVoicemail(
   options: { pool: pg.Pool; recordingsDir: string },
   row: CallRow,
-  media: MediaEndpoint,
+  media: RtpEndpoint,
   gone: AbortSignal,
   maxMs: number,
 ): Promise<void> {

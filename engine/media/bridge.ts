@@ -4,13 +4,12 @@
  * leg's remote has no telephone-event). Frames are relayed as they arrive, without buffering. The returned function
  * stops the relay (calling it again is fine); closing either endpoint also ends its side.
  *
- * A leg is anything with the audio shape of `MediaEndpoint` (8 kHz frames in and out): an RTP endpoint, or a WebRTC
+ * A leg is anything with the audio shape of `RtpEndpoint` (8 kHz frames in and out): an RTP endpoint, or a WebRTC
  * endpoint (webrtc.ts), which carries no DTMF, so digits cross only between legs that both have them.
  */
-import type { MediaEndpoint } from './rtp.ts';
+import type { RtpEndpoint } from './rtp.ts';
 
-export type BridgeEndpoint = Pick<MediaEndpoint, 'onAudio' | 'send'> &
-  Partial<Pick<MediaEndpoint, 'onDtmf' | 'sendDtmf'>>;
+export type BridgeEndpoint = Pick<RtpEndpoint, 'onAudio' | 'send'> & Partial<Pick<RtpEndpoint, 'onDtmf' | 'sendDtmf'>>;
 
 export function bridge(a: BridgeEndpoint, b: BridgeEndpoint): () => void {
   if (a === b) throw new Error('cannot bridge a media endpoint with itself');

@@ -7,7 +7,7 @@
  * The result has the shape `bridge` takes (bridge.ts): give it to `bridge` in place of the endpoint.
  */
 import type { BridgeEndpoint } from './bridge.ts';
-import type { MediaEndpoint } from './rtp.ts';
+import type { RtpEndpoint } from './rtp.ts';
 
 export interface MutedUntilKey extends BridgeEndpoint {
   /** True until the first digit. */
@@ -16,7 +16,7 @@ export interface MutedUntilKey extends BridgeEndpoint {
   close(): void;
 }
 
-export function mutedUntilKey(endpoint: MediaEndpoint): MutedUntilKey {
+export function mutedUntilKey(endpoint: RtpEndpoint): MutedUntilKey {
   let muted = true;
   const stopWatching = endpoint.onDtmf(() => {
     muted = false;

@@ -1,5 +1,5 @@
 /**
- * The audio of prompts, as 8 kHz 16-bit mono PCM ready for `MediaEndpoint.play`: `{ tts }` spoken by the TTS
+ * The audio of prompts, as 8 kHz 16-bit mono PCM ready for `RtpEndpoint.play`: `{ tts }` spoken by the TTS
  * command, `{ audioUrl }` downloaded. Each prompt is produced once and cached, in memory (least recently used first
  * out past `maxMemoryBytes`) and on disk under `cacheDir` as `<sha256>.wav`, the hash of what the prompt is (the
  * text and TTS command, or the URL): a file that changes behind the same URL is not fetched again, so publish a

@@ -124,7 +124,7 @@ function checkRemote(remote: RemoteMedia): void {
   }
 }
 
-export class MediaEndpoint {
+export class RtpEndpoint {
   readonly localPort: number;
   private remote: RemoteMedia | null = null;
   private latched: Address | null = null;
@@ -167,8 +167,8 @@ export class MediaEndpoint {
   }
 
   /** An endpoint on a port of `pool`, bound on `host`. */
-  static async open(pool: PortPool, host: string, options: EndpointOptions): Promise<MediaEndpoint> {
-    return new MediaEndpoint(pool, await pool.allocate(host), options);
+  static async open(pool: PortPool, host: string, options: EndpointOptions): Promise<RtpEndpoint> {
+    return new RtpEndpoint(pool, await pool.allocate(host), options);
   }
 
   get closed(): boolean {

@@ -13,7 +13,7 @@
  * (an answer before the offer, a second answer, text that is not SDP, no usable audio stream, no DTLS fingerprint or
  * ICE credentials, or one libwebrtc refuses), never a crash, and the endpoint stays as it was.
  *
- * Audio has the shape of the carrier leg's `MediaEndpoint` (rtp.ts), so that `bridge` joins the two: `onAudio`
+ * Audio has the shape of the carrier leg's `RtpEndpoint` (rtp.ts), so that `bridge` joins the two: `onAudio`
  * gives 8 kHz 16-bit frames of 20 ms, `send` takes 8 kHz frames (of 20 ms from a carrier leg; any length works).
  * WebRTC's side is 10 ms frames: the sink's (at whatever rate and channel count it delivers, the first channel
  * taken; 8 kHz for G.711, see `receive`) are resampled to 8 kHz when they are not at 8 kHz already

@@ -26,7 +26,7 @@ import type { Log } from '../../core/log.ts';
 import { applyRegistration, sweepExpiredSipBindings } from '../../core/devices/sip-bindings.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
 import { contactWildcardHeader, dialedHeader, type Source } from './addressing.ts';
-import { engineUser } from './user-agent.ts';
+import { engineUser } from './sip-endpoint.ts';
 import {
   challengeHeaders,
   checkNonce,

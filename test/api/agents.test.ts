@@ -13,7 +13,7 @@ import { registerDevice } from '../../core/devices/devices.ts';
 import { issueKey } from '../../core/identity/applications.ts';
 import { answerEntry, enterQueue, entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent, agentEvents } from '../helpers/contact-center.ts';
 import {

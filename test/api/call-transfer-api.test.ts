@@ -13,7 +13,7 @@ import { addLeg, type CallRow, changeState, endCall } from '../../core/calls/cal
 import { type CallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
 import { recordTransferred, setConsulting, takeTransferRequest } from '../../core/calls/transfers.ts';
 import { createMember } from '../../core/identity/members.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { streamEvents } from '../helpers/queue-lines.ts';
 import { isError, liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 

@@ -13,7 +13,7 @@ import { changeState, endCall } from '../../core/calls/calls.ts';
 import { issueKey } from '../../core/identity/applications.ts';
 import { answerEntry, enterQueue, leaveQueue, setStateByPerson } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent } from '../helpers/contact-center.ts';
 import {

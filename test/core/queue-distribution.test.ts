@@ -21,7 +21,7 @@ import {
   setStateByPerson,
 } from '../../core/queues/entries.ts';
 import { distribute, distributeMany, endCallsAndOffer } from '../../core/queues/distribution.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 

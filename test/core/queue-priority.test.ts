@@ -9,7 +9,7 @@ import { registerDevice } from '../../core/devices/devices.ts';
 import { answerEntry, enterQueue, entryById, leaveQueue, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { answerRateWindowSecs, entryPlace, expectedWaitSecs } from '../../core/queues/figures.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { announcementText } from '../../engine/calls/queue-announcements.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';

@@ -1,5 +1,5 @@
 /**
- * Schedules (`core/routing/schedule.ts`): open at an instant, the next change, and the checks the JSON schema cannot
+ * Schedules (`core/routing/opening-hours.ts`): open at an instant, the next change, and the checks the JSON schema cannot
  * express. Every instant is written as an ISO string with the offset the zone has at that moment, taken from the
  * published rules (United States: second Sunday of March and first Sunday of November at 02:00; European Union: last
  * Sunday of March and of October at 01:00 UTC; New South Wales: first Sunday of April at 03:00 and of October at
@@ -18,7 +18,7 @@ import {
   type Weekday,
   type WeeklyRange,
   weekdays,
-} from '../../core/routing/schedule.ts';
+} from '../../core/routing/opening-hours.ts';
 
 const workdays: Weekday[] = ['monday', 'tuesday', 'wednesday', 'thursday', 'friday'];
 

@@ -1,5 +1,5 @@
 /**
- * Hold's re-INVITEs (operation 54, docs/contact-center.md "Hold"; engine/calls/hold-signal.ts, legs/carrier.ts) on
+ * Hold's re-INVITEs (operation 54, docs/contact-center.md "Hold"; engine/calls/hold-signal.ts, legs/sip-dialog.ts) on
  * the real engine, with sipp as the caller's carrier and as a registered desk phone:
  *
  * - A call rung through to a desk phone (sipp registered as the user's `sip` device) and held: the caller's carrier

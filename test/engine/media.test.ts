@@ -25,7 +25,7 @@ import { resample, resampleInSlices } from '../../engine/media/resample.ts';
 import {
   type Codec,
   type EndpointOptions,
-  MediaEndpoint,
+  RtpEndpoint,
   PortPool,
   PortPoolExhaustedError,
   type RemoteMedia,
@@ -59,13 +59,13 @@ async function until(what: string, check: () => boolean, ms = 5000): Promise<voi
 }
 
 /** Every datagram an endpoint receives counts once in its stats. */
-function datagramsIn(endpoint: MediaEndpoint): number {
+function datagramsIn(endpoint: RtpEndpoint): number {
   const { packetsIn, ignored, malformed, foreign } = endpoint.stats;
   return packetsIn + ignored + malformed + foreign;
 }
 
 /** Resolves once `to` has handled `count` datagrams in all (so nothing sent before is still in flight). */
-function handled(to: MediaEndpoint, count: number): Promise<void> {
+function handled(to: RtpEndpoint, count: number): Promise<void> {
   return until(`${count} datagrams handled`, () => datagramsIn(to) >= count);
 }
 
@@ -125,7 +125,7 @@ function remote(port: number, codec: Codec = 'PCMU', extra: Partial<RemoteMedia>
 }
 
 async function endpoint(t: ExecutionContext, options: Partial<EndpointOptions> = {}) {
-  const opened = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier, ...options });
+  const opened = await RtpEndpoint.open(pool, host, { peer: loopbackCarrier, ...options });
   t.teardown(() => opened.close());
   return opened;
 }

@@ -8,7 +8,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { bridge } from '../../engine/media/bridge.ts';
 import { mutedUntilKey } from '../../engine/media/muted-until-key.ts';
-import { MediaEndpoint, PortPool, type RemoteMedia } from '../../engine/media/rtp.ts';
+import { RtpEndpoint, PortPool, type RemoteMedia } from '../../engine/media/rtp.ts';
 import { loopbackCarrier } from '../helpers/media-peer.ts';
 
 const host = '127.0.0.1';
@@ -25,7 +25,7 @@ async function until(what: string, check: () => boolean, ms = 5000): Promise<voi
 }
 
 /** Every datagram an endpoint receives counts once in its stats. */
-function datagramsIn(endpoint: MediaEndpoint): number {
+function datagramsIn(endpoint: RtpEndpoint): number {
   const { packetsIn, ignored, malformed } = endpoint.stats;
   return packetsIn + ignored + malformed;
 }
@@ -55,8 +55,8 @@ const remote = (port: number): RemoteMedia => ({
 
 /** Two endpoints pointed at each other. */
 async function pair(t: ExecutionContext) {
-  const a = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
-  const b = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
+  const a = await RtpEndpoint.open(pool, host, { peer: loopbackCarrier });
+  const b = await RtpEndpoint.open(pool, host, { peer: loopbackCarrier });
   t.teardown(() => {
     a.close();
     b.close();

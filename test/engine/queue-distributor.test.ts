@@ -20,7 +20,7 @@ import {
   leaveQueue,
   parseQueueNotice,
 } from '../../core/queues/entries.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import type { EntryOffer } from '../../engine/calls/services.ts';
 import { QueueDistributor } from '../../engine/queue-distributor.ts';
 import { agentEvents, bindDeskPhone, makeAvailable, newMember } from '../helpers/contact-center.ts';

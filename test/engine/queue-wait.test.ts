@@ -9,13 +9,13 @@ import test from 'ava';
 import { registerDevice } from '../../core/devices/devices.ts';
 import { entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distributeMany } from '../../core/queues/distribution.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import type { QueueCall, RingOutcome } from '../../engine/calls/control.ts';
 import { waitInQueue } from '../../engine/calls/queueing.ts';
 import type { QueuedRound } from '../../engine/calls/ringing.ts';
 import type { CallServices, EntryOffer, QueueWatch } from '../../engine/calls/services.ts';
 import { PortPool } from '../../engine/media/ports.ts';
-import { MediaEndpoint } from '../../engine/media/rtp.ts';
+import { RtpEndpoint } from '../../engine/media/rtp.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 import { until } from '../helpers/until.ts';
@@ -68,7 +68,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   const gone = new AbortController();
   const hooks: (() => Promise<void>)[] = [];
   const base = 22000 + 2 * Math.floor(Math.random() * 4500);
-  const media = await MediaEndpoint.open(new PortPool(base, base + 9), '127.0.0.1', { peer: loopbackCarrier });
+  const media = await RtpEndpoint.open(new PortPool(base, base + 9), '127.0.0.1', { peer: loopbackCarrier });
   t.teardown(() => media.close());
   const row = await liveCall(service.pool, setup, { engineOwner: 'engine-test' });
   const call: QueueCall = {

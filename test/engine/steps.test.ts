@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import type { RoutingPlanDefinition, Step } from '../../core/routing/definition.ts';
-import type { ScheduleHours } from '../../core/routing/schedule.ts';
+import type { ScheduleHours } from '../../core/routing/opening-hours.ts';
 import type { StepContext } from '../../engine/calls/control.ts';
 import { runPlan, splitBranch } from '../../engine/calls/runner.ts';
 import { runStep, steps } from '../../engine/calls/steps/index.ts';

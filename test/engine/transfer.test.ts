@@ -10,7 +10,7 @@
 import { farEndCarrier } from '../helpers/phone-lines.ts';
 import test from 'ava';
 import { createMember } from '../../core/identity/members.ts';
-import { createQueue } from '../../core/routing/queues.ts';
+import { createQueue } from '../../core/queues/queues.ts';
 import { type Agent, agentState, callRow, callTimeline, setAvailable } from '../helpers/queue-lines.ts';
 import type { TestService } from '../helpers/service.ts';
 import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';

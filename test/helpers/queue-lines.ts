@@ -12,7 +12,7 @@ import { registerDevice, renewPresence } from '../../core/devices/devices.ts';
 import { acceptOffer, declineOffer, type OfferRow, waitingOffers } from '../../core/devices/offers.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { setStateByPerson } from '../../core/queues/entries.ts';
-import { createQueue, type QueueFields } from '../../core/routing/queues.ts';
+import { createQueue, type QueueFields } from '../../core/queues/queues.ts';
 import { type Line, numberRunning, workspaceApi } from './phone-lines.ts';
 import type { TestService } from './service.ts';
 import { until } from './until.ts';

@@ -10,7 +10,7 @@
 import type { ExecutionContext, TestFn } from 'ava';
 import { bridge } from '../../engine/media/bridge.ts';
 import { frameAt, frameCount, pace } from '../../engine/media/player.ts';
-import { MediaEndpoint, PortPool } from '../../engine/media/rtp.ts';
+import { RtpEndpoint, PortPool } from '../../engine/media/rtp.ts';
 import {
   WebRtcAnswerError,
   type WebRtcAnswerProblem,
@@ -98,8 +98,8 @@ export function webrtcContract(test: TestFn, newEndpoint: NewEndpoint, badAnswer
     'bridged to a G.711 RTP endpoint: a tone from the carrier side reaches the browser, and back',
     async (t) => {
       const { endpoint, browser } = await connectedPair(t, newEndpoint);
-      const leg = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
-      const carrier = await MediaEndpoint.open(pool, host, { peer: loopbackCarrier });
+      const leg = await RtpEndpoint.open(pool, host, { peer: loopbackCarrier });
+      const carrier = await RtpEndpoint.open(pool, host, { peer: loopbackCarrier });
       t.teardown(() => {
         leg.close();
         carrier.close();

@@ -1,12 +1,12 @@
 /**
  * A SIP device's leg: a registered desk phone that answered a `ring` step's INVITE (engine/calls/ring-sip.ts). It is
- * a dialled SIP dialog like a forward's (legs/carrier.ts: the far end's BYE heard through `onHangup`, our BYE on
+ * a dialled SIP dialog like a forward's (legs/sip-dialog.ts: the far end's BYE heard through `onHangup`, our BYE on
  * `bye`), with the device it belongs to, and the flow its requests are pinned to (the binding's source, where its
  * REGISTER came from) released once the dialog's last transaction can no longer need it.
  */
 import type { Session } from 'sip.js/lib/core/index.js';
-import type { MediaEndpoint } from '../../media/rtp.ts';
-import { CarrierLeg } from './carrier.ts';
+import type { RtpEndpoint } from '../../media/rtp.ts';
+import { SipDialogLeg } from './sip-dialog.ts';
 
 /**
  * How long a flow stays pinned once its dialog or INVITE is done with: a CANCEL's or BYE's transaction lifetime
@@ -19,13 +19,13 @@ export function unpinLater(unpin: () => void): void {
   setTimeout(unpin, flowLingerMs).unref();
 }
 
-export class SipDeviceLeg extends CarrierLeg {
+export class SipDeviceLeg extends SipDialogLeg {
   private released = false;
 
   constructor(
     id: string,
     session: Session,
-    media: MediaEndpoint,
+    media: RtpEndpoint,
     /** The device (devices.id) that answered. */
     readonly deviceId: string,
     private readonly unpinFlow: () => void,

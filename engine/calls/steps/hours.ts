@@ -1,6 +1,6 @@
 /** `hours`: `open` or `closed` by the schedule at the call's current instant (the engine's clock). */
 import type { HoursStep } from '../../../core/routing/definition.ts';
-import { isOpenAt } from '../../../core/routing/schedule.ts';
+import { isOpenAt } from '../../../core/routing/opening-hours.ts';
 import type { StepHandler } from './step.ts';
 
 export const hours: StepHandler<HoursStep> = async (step, _call, context) => {

@@ -12,7 +12,7 @@ import { split } from './split.ts';
 import type { StepHandler } from './step.ts';
 import { queue } from './queue.ts';
 import { ring } from './ring.ts';
-import { aiAnswer } from './unavailable.ts';
+import { aiAnswer } from './ai-answer.ts';
 import { voicemail } from './voicemail.ts';
 
 export type StepHandlers = { [T in Step['type']]: StepHandler<Extract<Step, { type: T }>> };

@@ -1,6 +1,6 @@
 /**
- * Steps not built yet: `ai_answer` takes its no-answer edge (`next`), and the call notes it (logged, counted in
- * `switchboard_calls_step_unavailable_total`). It becomes a file of its own when built.
+ * The `ai_answer` step, not built yet: it takes its no-answer edge (`next`), and the call notes it (logged, counted
+ * in `switchboard_calls_step_unavailable_total`).
  */
 import type { AiAnswerStep } from '../../../core/routing/definition.ts';
 import type { StepHandler } from './step.ts';

@@ -4,7 +4,7 @@
  */
 import type { Queryable } from '../database.ts';
 import { type PageWindow, workspacePage, workspaceRow } from '../rows.ts';
-import type { AudioPrompt } from './definition.ts';
+import type { AudioPrompt } from '../routing/definition.ts';
 
 export interface QueueRow {
   id: string;

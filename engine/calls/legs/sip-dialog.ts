@@ -1,7 +1,7 @@
 /**
- * A carrier leg: a SIP dialog with a carrier (sip.js's `Session`) and its RTP endpoint, either the caller's INVITE we
- * answered (admission.ts) or an INVITE of ours that the far end answered (dial-out.ts; a desk phone's, through
- * legs/sip-device.ts).
+ * A SIP dialog leg: a SIP dialog (sip.js's `Session`) and its RTP endpoint, with a carrier (the caller's INVITE we
+ * answered, admission.ts, or an INVITE of ours that the far end answered, dial-out.ts) or with a registered desk
+ * phone (legs/sip-device.ts builds on it).
  *
  * - Our BYE on a dialog we answered waits for the caller's ACK of our 200 (RFC 3261 section 15; sip.js refuses it
  *   before), or for the 200's transaction to give up (32 s): a plan that hangs up at once would otherwise lose its BYE
@@ -23,7 +23,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingResponse, ReInviteUserAgentServer, Session, SessionDialog } from 'sip.js/lib/core/index.js';
-import type { MediaEndpoint, RemoteMedia } from '../../media/rtp.ts';
+import type { RtpEndpoint, RemoteMedia } from '../../media/rtp.ts';
 import { answer as answerSdp, nextVersion, parseSdp, remoteFromAnswer, reoffer } from '../../media/sdp.ts';
 import { notAcceptable } from '../invite.ts';
 import { HoldFailure, type HoldDirection, type Leg } from '../leg.ts';
@@ -42,7 +42,7 @@ const sdpBody = (content: string) => ({ contentDisposition: 'session', contentTy
 /** How one re-INVITE of ours ended. */
 type Sent = { accepted: true } | { accepted: false; glare: boolean; failure: HoldFailure };
 
-export interface CarrierLegOptions {
+export interface SipDialogLegOptions {
   /**
    * Set for a dialog we answered (the caller's leg): our BYE waits for the ACK. (Its address is the one our SDP
    * names; every leg now reads it from its own description.) A dialled leg (we sent the ACK) leaves it out.
@@ -50,7 +50,7 @@ export interface CarrierLegOptions {
   answered?: { advertisedHost: string };
 }
 
-export class CarrierLeg implements Leg {
+export class SipDialogLeg implements Leg {
   /** The ACK for our 200 came (or none is due): only then may our BYE go (RFC 3261 section 15). */
   private acknowledged: boolean;
   private readonly ackWaiters: Array<() => void> = [];
@@ -72,8 +72,8 @@ export class CarrierLeg implements Leg {
   constructor(
     readonly id: string,
     private readonly session: Session,
-    readonly media: MediaEndpoint,
-    options: CarrierLegOptions = {},
+    readonly media: RtpEndpoint,
+    options: SipDialogLegOptions = {},
   ) {
     const answered = options.answered !== undefined;
     this.acknowledged = !answered;
