@@ -5,8 +5,8 @@
  * and an inbound message is `message.received`. An outbound message's status follows from its parts
  * (core/messages/parts.ts): `queued`, `sending` once one is taken, `sent` once the carrier acknowledged every one,
  * `delivered` once every one has a delivered receipt, `failed` at the first refusal or failed receipt. A message's
- * statements are few and mostly prepared: every one counts at hundreds of messages a second (docs/messaging.md,
- * "Measured").
+ * statements are few and mostly prepared: every one counts at hundreds of messages a second (docs/benchmarks.md,
+ * "messages").
  */
 import { randomInt } from 'node:crypto';
 import { announce, messageSettledChannel, messagesChannel, mmsChannel } from '../change-notices.ts';

@@ -5,7 +5,7 @@
  * test/engine/webrtc-g711.test.ts), so audio crosses the leg as the carrier leg's own G.711: each 20 ms frame the bridge
  * sends is encoded (a table lookup per sample) and written as one RTP packet; each packet from the browser is decoded
  * and re-framed to 20 ms. No jitter buffer, no resampling, no encoder: the libwebrtc stack (webrtc.ts) spends most of
- * a call's CPU in those (docs/phones.md, "Measured").
+ * a call's CPU in those (docs/benchmarks.md, "phones").
  *
  * Offer/answer and ICE. `createOffer` waits for ICE gathering to complete (werift bounds it: 5 s for a STUN server
  * that does not answer; `gatherTimeoutMs` is libwebrtc's), so the offer carries its candidates: a host candidate for
