@@ -8,10 +8,17 @@
 import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
-import { addLeg, type CallRow, changeState, endCall } from '../../core/calls/calls.ts';
+import { addLeg, changeState, endCall } from '../../core/calls/calls.ts';
 import { parseCallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
 import { callControlChannel } from '../../core/change-notices.ts';
-import { isError, liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  workspaceWithUser,
+  connectedCall,
+} from '../helpers/service.ts';
 
 let service: TestService;
 
@@ -24,15 +31,6 @@ test.after.always(async () => {
 });
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-/** A call of the workspace, connected to a browser leg as the engine records it, owned by `engineOwner`. */
-async function connectedCall(setup: Setup, engineOwner: string): Promise<CallRow> {
-  const row = await liveCall(service.pool, setup, { engineOwner });
-  await changeState(service.pool, row.id, 'routing', { answered: true });
-  const legId = await addLeg(service.pool, row.id, { role: 'browser', remote: 'device x', sipCallId: null });
-  await changeState(service.pool, row.id, 'connected', { connectedLeg: { id: legId, role: 'browser' } });
-  return row;
-}
 
 function hold(setup: Setup, callId: string, body: unknown, options: { auth?: string; idempotencyKey?: string } = {}) {
   return service.request('POST', `/api/v1/calls/${callId}/hold`, {
@@ -73,7 +71,7 @@ async function heldColumn(callId: string): Promise<boolean | null | undefined> {
 test('holdCall of a connected call: recorded, announced as a typed command, re-read by its engine, idempotent', async (t) => {
   const setup = await workspaceWithUser(service);
   const owner = `engine-${randomUUID()}`;
-  const row = await connectedCall(setup, owner);
+  const row = await connectedCall(service.pool, setup, owner);
   const heard = await controlListener(t, row.id);
 
   const key = randomUUID();
@@ -115,7 +113,7 @@ test('holdCall: 409 call_conflict when not connected, 409 call_ended, 404 elsewh
   t.is(await heldColumn(routing.id), null, 'a refused hold records nothing');
   t.deepEqual(await pendingCallCommands(service.pool, owner), []);
 
-  const connected = await connectedCall(setup, owner);
+  const connected = await connectedCall(service.pool, setup, owner);
   isError(t, await hold(setup, connected.id, {}), 400, 'invalid_request', 'no hold');
   isError(t, await hold(setup, connected.id, { hold: 'yes' }), 400, 'invalid_request', 'not a boolean');
   isError(t, await hold(setup, connected.id, { hold: true, music: 'x' }), 400, 'invalid_request', 'unknown field');

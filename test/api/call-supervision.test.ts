@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
-import { addLeg, type CallRow, changeState, endCall } from '../../core/calls/calls.ts';
+import { changeState, endCall } from '../../core/calls/calls.ts';
 import { parseCallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
 import { takeSuperviseRequest } from '../../core/calls/supervision.ts';
 import { callControlChannel } from '../../core/change-notices.ts';
@@ -17,7 +17,14 @@ import { setDeviceBusy } from '../../core/devices/devices.ts';
 import { issueKey } from '../../core/identity/applications.ts';
 import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent } from '../helpers/contact-center.ts';
-import { isError, liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  workspaceWithUser,
+  connectedCall,
+} from '../helpers/service.ts';
 
 let service: TestService;
 let keys: SigningKeys;
@@ -32,15 +39,6 @@ test.after.always(async () => {
 });
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-/** A call of the workspace, connected to a browser leg as the engine records it, owned by `engineOwner`. */
-async function connectedCall(setup: Setup, engineOwner: string): Promise<CallRow> {
-  const row = await liveCall(service.pool, setup, { engineOwner });
-  await changeState(service.pool, row.id, 'routing', { answered: true });
-  const legId = await addLeg(service.pool, row.id, { role: 'browser', remote: 'device x', sipCallId: null });
-  await changeState(service.pool, row.id, 'connected', { connectedLeg: { id: legId, role: 'browser' } });
-  return row;
-}
 
 function supervise(
   setup: Setup,
@@ -95,7 +93,7 @@ async function requests(callId: string): Promise<unknown> {
 test('superviseCall of a connected call: recorded per supervisor, announced, re-read by its engine, taken up once', async (t) => {
   const setup = await workspaceWithUser(service);
   const owner = `engine-${randomUUID()}`;
-  const row = await connectedCall(setup, owner);
+  const row = await connectedCall(service.pool, setup, owner);
   const supervisor = await addAgent(service.pool, keys.tokens, setup, { scopes: ['calls:supervise'] });
   const second = await addAgent(service.pool, keys.tokens, setup);
   const control = await controlListener(t, row.id);
@@ -164,7 +162,7 @@ test('superviseCall of a connected call: recorded per supervisor, announced, re-
 
 test('superviseCall needs calls:supervise, which calls:* does not grant; user tokens never', async (t) => {
   const setup = await workspaceWithUser(service);
-  const row = await connectedCall(setup, `engine-${randomUUID()}`);
+  const row = await connectedCall(service.pool, setup, `engine-${randomUUID()}`);
   const supervisor = await addAgent(service.pool, keys.tokens, setup);
   const body = { memberId: supervisor.id, mode: 'listen' };
   const keyWith = async (scopes: Parameters<typeof issueKey>[1]['scopes']) =>
@@ -216,7 +214,7 @@ test('superviseCall refused: not connected, ended, unknown call or member, unrea
   isError(t, await supervise(setup, routing.id, body), 409, 'call_conflict', 'queued');
   t.is(await requests(routing.id), null);
 
-  const connected = await connectedCall(setup, owner);
+  const connected = await connectedCall(service.pool, setup, owner);
   const deviceless = await addAgent(service.pool, keys.tokens, setup, { device: false });
   isError(
     t,
@@ -228,7 +226,7 @@ test('superviseCall refused: not connected, ended, unknown call or member, unrea
   const busy = await addAgent(service.pool, keys.tokens, setup);
   const [busyDevice] = await devicesOfMember(busy.id);
   // Held by another engine: its accepted request below is not among this test's owner's pending commands.
-  const elsewhere = await connectedCall(setup, `engine-${randomUUID()}`);
+  const elsewhere = await connectedCall(service.pool, setup, `engine-${randomUUID()}`);
   await setDeviceBusy(service.pool, busyDevice!, elsewhere.id);
   isError(
     t,
@@ -262,7 +260,7 @@ test('superviseCall refused: not connected, ended, unknown call or member, unrea
   isError(t, await supervise(setup, connected.id, body), 409, 'call_ended', 'ended');
   t.deepEqual(await pendingCallCommands(service.pool, owner), []);
   // Nothing was announced for any of them (a notice of this call's would have come before this one's).
-  const marker = await connectedCall(setup, owner);
+  const marker = await connectedCall(service.pool, setup, owner);
   t.is((await supervise(setup, marker.id, body)).status, 200);
   t.deepEqual(control.heard, []);
 });

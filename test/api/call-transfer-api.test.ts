@@ -9,13 +9,20 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { addLeg, type CallRow, changeState, endCall } from '../../core/calls/calls.ts';
+import { changeState, endCall } from '../../core/calls/calls.ts';
 import { type CallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
 import { recordTransferred, setConsulting, takeTransferRequest } from '../../core/calls/transfers.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { createQueue } from '../../core/queues/queues.ts';
 import { streamEvents } from '../helpers/queue-lines.ts';
-import { isError, liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import {
+  isError,
+  liveCall,
+  startService,
+  type TestService,
+  workspaceWithUser,
+  connectedCall,
+} from '../helpers/service.ts';
 
 let service: TestService;
 
@@ -28,14 +35,6 @@ test.after.always(async () => {
 });
 
 type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-async function connectedCall(setup: Setup, engineOwner: string): Promise<CallRow> {
-  const row = await liveCall(service.pool, setup, { engineOwner });
-  await changeState(service.pool, row.id, 'routing', { answered: true });
-  const legId = await addLeg(service.pool, row.id, { role: 'browser', remote: 'device x', sipCallId: null });
-  await changeState(service.pool, row.id, 'connected', { connectedLeg: { id: legId, role: 'browser' } });
-  return row;
-}
 
 function transfer(setup: Setup, callId: string, body: unknown, options: { auth?: string } = {}) {
   return service.request('POST', `/api/v1/calls/${callId}/transfer`, {
@@ -66,7 +65,7 @@ async function transfers(owner: string): Promise<Commands> {
 test('a blind transfer is recorded with its target, warm false and the actor; the engine takes it up once', async (t) => {
   const setup = await workspaceWithUser(service);
   const owner = `engine-${randomUUID()}`;
-  const row = await connectedCall(setup, owner);
+  const row = await connectedCall(service.pool, setup, owner);
   const memberId = await member(setup);
 
   const answered = await transfer(setup, row.id, { target: { memberId: memberId.toUpperCase() } });
@@ -103,7 +102,7 @@ test('a blind transfer is recorded with its target, warm false and the actor; th
 test('a warm transfer: a second one is refused while consulted; complete and cancel only then', async (t) => {
   const setup = await workspaceWithUser(service);
   const owner = `engine-${randomUUID()}`;
-  const row = await connectedCall(setup, owner);
+  const row = await connectedCall(service.pool, setup, owner);
   const memberId = await member(setup);
   isError(t, await transfer(setup, row.id, { action: 'complete' }), 409, 'call_conflict', 'nothing consulted');
 
@@ -135,7 +134,7 @@ test('transferCall refuses: not connected, ended, elsewhere, unknown targets, ba
   isError(t, await transfer(setup, routing.id, { target: { memberId } }), 409, 'call_conflict', 'routing');
   t.deepEqual(await transfers(owner), [], 'a refused transfer records nothing');
 
-  const row = await connectedCall(setup, owner);
+  const row = await connectedCall(service.pool, setup, owner);
   isError(t, await transfer(setup, row.id, { target: { memberId: randomUUID() } }), 404, 'target_not_found');
   isError(t, await transfer(setup, row.id, { target: { queueId: randomUUID() } }), 404, 'target_not_found');
   const other = await workspaceWithUser(service);

@@ -18,15 +18,7 @@ import pg from 'pg';
 import { switchboardArgs } from '../helpers/cli.ts';
 import { freshDatabase, type TestDatabase } from '../helpers/database.ts';
 import { request } from '../helpers/service.ts';
-
-/** Polls `check` until it holds (or fails the test after `timeoutMs`). */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await delay(20);
-  }
-}
+import { untilTrue } from '../helpers/until.ts';
 
 /** The child's environment: ours without DATABASE_URL (the embedded default), then `env` (undefined removes). */
 function childEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
@@ -155,7 +147,9 @@ test.after.always(async () => {
         } catch {
           // already gone
         }
-        await until('the embedded PostgreSQL stopped', async () => !existsSync(pidFile), 20_000).catch(() => {});
+        await untilTrue('the embedded PostgreSQL stopped', async () => !existsSync(pidFile), {
+          timeoutMs: 20_000,
+        }).catch(() => {});
       }
     }
     await rm(dir, { recursive: true, force: true });
@@ -335,7 +329,7 @@ test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
       settled = error;
     },
   );
-  await until('the request waits on the lock', async () => {
+  await untilTrue('the request waits on the lock', async () => {
     if (settled !== undefined) throw new Error(`the request did not wait for the lock: ${String(settled)}`);
     const waiting = await observer.query(
       `SELECT 1 FROM pg_stat_activity
@@ -347,7 +341,7 @@ test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
 
   service.child.kill('SIGTERM');
   // The service stops taking requests (refused, or 503 on a connection that was still open) ...
-  await until('the service stops taking requests', async () => {
+  await untilTrue('the service stops taking requests', async () => {
     let response: Response;
     try {
       response = await fetch(`${service.url}/healthz`);
@@ -402,7 +396,7 @@ test('api, engine and operator started together on an empty DATABASE_URL migrate
   starting.catch((error: unknown) => {
     failed = error;
   });
-  await until(
+  await untilTrue(
     'the three roles wait for the migration lock',
     async () => {
       if (failed !== undefined) throw failed;
@@ -413,7 +407,7 @@ test('api, engine and operator started together on an empty DATABASE_URL migrate
       return waiting.rows[0]?.count === 3;
       // Three processes starting at once on a busy 2-core machine (the rest of the suite runs beside): a generous bound.
     },
-    120_000,
+    { timeoutMs: 120_000 },
   );
   await holder.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]);
   const services = await starting;

@@ -20,6 +20,7 @@ import { startService, type TestService } from '../helpers/service.ts';
 import { addSippCarrier, numberRunning as lineRunning, workspaceApi } from '../helpers/phone-lines.ts';
 import { runSipp, type SippRun } from '../helpers/sipp.ts';
 import { Receiver } from '../helpers/webhook-receiver.ts';
+import { until } from '../helpers/until.ts';
 
 let service: TestService;
 let sipPort: number;
@@ -46,18 +47,6 @@ test.after.always(async () => {
 const workspace = () => workspaceApi(service);
 const numberRunning = (t: ExecutionContext, definition: unknown, existing?: Awaited<ReturnType<typeof workspace>>) =>
   lineRunning(t, service, definition, existing);
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` until it gives a value (not undefined), for up to `ms`. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 interface CallRecord {
   id: string;

@@ -30,15 +30,7 @@ import { switchboardArgs } from '../helpers/cli.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { type Received, Receiver } from '../helpers/webhook-receiver.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-
-/** Polls `check` until it holds (or fails the test after `timeoutMs`). */
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await delay(20);
-  }
-}
+import { untilTrue } from '../helpers/until.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // A test's world: a service with the API (its own database), an application, receivers and dispatchers.
@@ -302,7 +294,7 @@ test('the engine role delivers each event signed, byte for byte, well under 2 s 
   for (let n = 0; n < 3; n += 1) {
     appended.push(...(await append(w, agentEvent(w, member, `n${n}`))));
     committed.push(Date.now());
-    await until('the event arrived', () => receiver.received.length === n + 1, 10_000);
+    await untilTrue('the event arrived', () => receiver.received.length === n + 1, { timeoutMs: 10_000 });
   }
   t.deepEqual(receiver.sequences(member), [1, 2, 3]);
   for (const [index, request] of receiver.received.entries()) {
@@ -324,7 +316,7 @@ test('the engine role delivers each event signed, byte for byte, well under 2 s 
     t.false(signatureMatches(`${signingSecret}x`, request));
     t.true(request.at - (committed[index] as number) < 2_000, 'first attempt under 2 s after commit');
   }
-  await until('the deliveries are acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('the deliveries are acknowledged', async () => (await pendingDeliveries(w)) === 0);
   const lane = await w.lane(endpointId, member);
   t.is(lane.attempts, 0);
   t.is(lane.next_attempt_at, null, 'an empty lane is idle');
@@ -355,8 +347,8 @@ test('appends notify only while no dispatcher is awake; an awake one claims with
 
   // Nobody awake: the append that makes the lane due notifies, and the notice wakes the dispatcher.
   await append(w, agentEvent(w, member));
-  await until('the first event arrived', () => receiver.sequences(member).length === 1);
-  await until('the dispatcher is awake', async () => {
+  await untilTrue('the first event arrived', () => receiver.sequences(member).length === 1);
+  await untilTrue('the dispatcher is awake', async () => {
     const awake = await w.service.pool.query('SELECT 1 FROM webhook_dispatchers WHERE awake_until > now()');
     return awake.rowCount === 1;
   });
@@ -365,7 +357,7 @@ test('appends notify only while no dispatcher is awake; an awake one claims with
   // Awake (it has just delivered): appends skip their NOTIFY, and its own ticks (not the 10-minute poll) claim them.
   for (let n = 2; n <= 4; n += 1) {
     await append(w, agentEvent(w, member));
-    await until('the event arrived', () => receiver.sequences(member).length === n, 10_000);
+    await untilTrue('the event arrived', () => receiver.sequences(member).length === n, { timeoutMs: 10_000 });
   }
   t.deepEqual(receiver.sequences(member), [1, 2, 3, 4]);
   t.is(notices, 1, 'no NOTIFY while a dispatcher is awake');
@@ -374,7 +366,7 @@ test('appends notify only while no dispatcher is awake; an awake one claims with
   await dispatcher.close();
   t.is((await w.service.pool.query('SELECT 1 FROM webhook_dispatchers')).rowCount, 0);
   await append(w, agentEvent(w, member));
-  await until('the notice came', () => notices === 2);
+  await untilTrue('the notice came', () => notices === 2);
   t.pass();
 });
 
@@ -396,7 +388,7 @@ test('a group appended in one statement: each stream takes its sequences in orde
   const [a, b] = [randomUUID(), randomUUID()].sort();
   // A single append first: the group goes on from its sequence.
   await append(w, agentEvent(w, a as string, 'a1'));
-  await until('the first notice', () => notices === 1);
+  await untilTrue('the first notice', () => notices === 1);
   const group = [
     agentEvent(w, b as string, 'b1'),
     agentEvent(w, a as string, 'a2'),
@@ -421,10 +413,10 @@ test('a group appended in one statement: each stream takes its sequences in orde
     t.like(JSON.parse(event.payload), { id: event.id, sequence: event.sequence, type: 'agent.state_changed' });
   }
   // The group's new lane (b) woke the dispatchers once; a's lane was due already.
-  await until('the notice of the group', () => notices === 2);
+  await untilTrue('the notice of the group', () => notices === 2);
   t.is(await pendingDeliveries(w), 5);
   await w.dispatcher();
-  await until('every event delivered', () => receiver.received.length === 5);
+  await untilTrue('every event delivered', () => receiver.received.length === 5);
   t.deepEqual(receiver.sequences(a as string), [1, 2, 3]);
   t.deepEqual(receiver.sequences(b as string), [1, 2]);
   t.deepEqual(
@@ -451,7 +443,7 @@ test('during a secret rotation deliveries carry two signatures, then one', async
   t.is(rotated.status, 200, rotated.text);
   const second: string = rotated.body.signingSecret;
   await append(w, agentEvent(w, member));
-  await until('the event arrived', () => receiver.received.length === 1);
+  await untilTrue('the event arrived', () => receiver.received.length === 1);
   const during = receiver.received[0] as Received;
   const signatures = String(during.headers['x-service-signature']).split(',');
   t.is(signatures.length, 2);
@@ -465,7 +457,7 @@ test('during a secret rotation deliveries carry two signatures, then one', async
   t.is(ended.status, 200, ended.text);
   const third: string = ended.body.signingSecret;
   await append(w, agentEvent(w, member));
-  await until('the event arrived', () => receiver.received.length === 2);
+  await untilTrue('the event arrived', () => receiver.received.length === 2);
   const after = receiver.received[1] as Received;
   t.is(
     String(after.headers['x-service-signature']),
@@ -479,7 +471,7 @@ test('during a secret rotation deliveries carry two signatures, then one', async
     [id],
   );
   await append(w, agentEvent(w, member));
-  await until('the event arrived', () => receiver.received.length === 3);
+  await untilTrue('the event arrived', () => receiver.received.length === 3);
   t.is(String((receiver.received[2] as Received).headers['x-service-signature']).split(',').length, 1);
 });
 
@@ -509,8 +501,8 @@ test('per-stream order under load, shared by two dispatcher processes: never two
   });
   await Promise.all(writers);
   const total = streams.length * perStream;
-  await until('every event arrived', () => receiver.received.length >= total, 60_000);
-  await until('every delivery is acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('every event arrived', () => receiver.received.length >= total, { timeoutMs: 60_000 });
+  await untilTrue('every delivery is acknowledged', async () => (await pendingDeliveries(w)) === 0);
   t.deepEqual(receiver.overlaps, [], 'no stream had two requests in flight');
   for (const stream of streams) {
     t.deepEqual(
@@ -543,13 +535,13 @@ test('a transaction that appends first and commits last is delivered in sequence
   // A later writer of the same stream waits on it; other streams flow meanwhile.
   const later = append(w, agentEvent(w, slow, 'later'));
   await append(w, agentEvent(w, other));
-  await until('the other stream was delivered', () => receiver.sequences(other).length === 1);
+  await untilTrue('the other stream was delivered', () => receiver.sequences(other).length === 1);
   t.deepEqual(receiver.sequences(slow), [], 'nothing of the open transaction is delivered');
   await client.query('COMMIT');
   open = false;
   const [second] = await later;
   t.is(second?.sequence, 2);
-  await until('both events arrived', () => receiver.sequences(slow).length === 2);
+  await untilTrue('both events arrived', () => receiver.sequences(slow).length === 2);
   t.deepEqual(
     receiver.received.filter((request) => request.stream === slow).map((request) => request.event.agent.reason),
     ['early', 'later'],
@@ -578,7 +570,7 @@ test('an event appended while its lane is being released is not left behind', as
     return 200;
   };
   await append(w, agentEvent(w, member));
-  await until('the release waits for the appending transaction', async () => {
+  await untilTrue('the release waits for the appending transaction', async () => {
     const waiting = await w.service.pool.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity
         WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM webhook_deliveries%'`,
@@ -586,7 +578,7 @@ test('an event appended while its lane is being released is not left behind', as
     return (waiting.rows[0] as { n: number }).n > 0;
   });
   await client.query('COMMIT');
-  await until('the second event arrived', () => receiver.sequences(member).length === 2, 10_000);
+  await untilTrue('the second event arrived', () => receiver.sequences(member).length === 2, { timeoutMs: 10_000 });
   t.deepEqual(receiver.sequences(member), [1, 2]);
 });
 
@@ -597,15 +589,17 @@ test('a receiver that is down, then up: nothing lost, in order', async (t) => {
   await w.dispatcher();
   const streams = [randomUUID(), randomUUID()];
   for (let n = 0; n < 4; n += 1) await append(w, ...streams.map((stream) => agentEvent(w, stream)));
-  await until('two attempts failed', async () => (await w.lane(id, streams[0] as string)).attempts >= 2, 15_000);
+  await untilTrue('two attempts failed', async () => (await w.lane(id, streams[0] as string)).attempts >= 2, {
+    timeoutMs: 15_000,
+  });
   const lane = await w.lane(id, streams[0] as string);
   t.regex(lane.last_error ?? '', /^connection failed: .*ECONNREFUSED/);
   t.is(await pendingDeliveries(w), 8);
 
   const receiver = await w.receiver(port);
-  await until('every event arrived', () => receiver.received.length >= 8, 20_000);
+  await untilTrue('every event arrived', () => receiver.received.length >= 8, { timeoutMs: 20_000 });
   for (const stream of streams) t.deepEqual(receiver.sequences(stream), [1, 2, 3, 4]);
-  await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('acknowledged', async () => (await pendingDeliveries(w)) === 0);
   t.is((await w.lane(id, streams[0] as string)).attempts, 0, 'a success resets the failure count');
 });
 
@@ -646,9 +640,9 @@ test('a stream with a backlog is claimed as a run in sequence order; a failure m
     return 200;
   };
   await w.dispatcher();
-  await until('the stream was delivered', () => receiver.sequences(member).length === 5);
+  await untilTrue('the stream was delivered', () => receiver.sequences(member).length === 5);
   t.deepEqual(receiver.sequences(member), [3, 4, 4, 5, 6], 'only the failed event is attempted again');
-  await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('acknowledged', async () => (await pendingDeliveries(w)) === 0);
   t.deepEqual(receiver.overlaps, []);
 });
 
@@ -672,14 +666,14 @@ test('a redirect, a stall and a 500 fail with backoff while another stream keeps
     ...[redirected, stalled, failing].flatMap((stream) => [agentEvent(w, stream), agentEvent(w, stream)]),
   );
 
-  await until('the failing lanes failed twice', async () => {
+  await untilTrue('the failing lanes failed twice', async () => {
     const lanes = await Promise.all([redirected, stalled, failing].map((stream) => w.lane(id, stream)));
     return lanes.every((lane) => lane.attempts >= 2);
   });
   // The healthy stream flows while the others wait out their backoff.
   for (let n = 1; n <= 5; n += 1) {
     await append(w, agentEvent(w, healthy));
-    await until('the healthy event arrived', () => receiver.sequences(healthy).length === n, 5_000);
+    await untilTrue('the healthy event arrived', () => receiver.sequences(healthy).length === n, { timeoutMs: 5_000 });
   }
   t.deepEqual(receiver.sequences(healthy), [1, 2, 3, 4, 5]);
 
@@ -701,7 +695,7 @@ test('a redirect, a stall and a 500 fail with backoff while another stream keeps
 
   // Backoff: after the n-th failure the lane waits 2^(n-1) s from the end of that attempt.
   const seen = new Set<number>();
-  await until('the failing lane was seen after two of its failures', async () => {
+  await untilTrue('the failing lane was seen after two of its failures', async () => {
     const lane = await w.lane(id, failing);
     if (lane.lease_owner === null && lane.last_attempt_at !== null && lane.next_attempt_at !== null) {
       const wait = lane.next_attempt_at.getTime() - lane.last_attempt_at.getTime();
@@ -802,11 +796,13 @@ test('a never-answering endpoint of one application never delays another applica
   const dispatchers = [await w.dispatcher(options), await w.dispatcher(options)];
   const endpointShare = webhookShares(32).endpoint;
   await append(w, ...newStreams(80).map((stream) => agentEvent(w, stream, 'slow', slow.applicationId)));
-  await until('the silent host holds attempts', () => silent.waiting.size >= endpointShare);
+  await untilTrue('the silent host holds attempts', () => silent.waiting.size >= endpointShare);
 
   const streams = newStreams(5);
   for (let n = 0; n < 2; n += 1) await append(w, ...streams.map((stream) => agentEvent(w, stream)));
-  await until('the other application’s events arrived', () => receiver.received.length === 10, 60_000);
+  await untilTrue('the other application’s events arrived', () => receiver.received.length === 10, {
+    timeoutMs: 60_000,
+  });
   for (const stream of streams) t.deepEqual(receiver.sequences(stream), [1, 2]);
   t.is(silent.waiting.size, silent.received.length, 'every attempt to the silent host is still waiting');
   const ended = await w.service.pool.query('SELECT 1 FROM webhook_lanes WHERE endpoint_id = $1 AND attempts > 0', [
@@ -826,7 +822,7 @@ test('a slow endpoint takes only its share: its application’s other endpoint a
   const { application, endpoint } = webhookShares(32);
   t.true(endpoint < application);
   await append(w, ...newStreams(80).map((stream) => agentEvent(w, stream, 'slow')));
-  await until('the slow endpoint holds its share', () => silent.waiting.size >= endpoint);
+  await untilTrue('the slow endpoint holds its share', () => silent.waiting.size >= endpoint);
 
   // Then the application gets a healthy endpoint, another application one too, and events come for both (the
   // application's go to its slow endpoint as well).
@@ -844,8 +840,10 @@ test('a slow endpoint takes only its share: its application’s other endpoint a
       ...otherStreams.map((stream) => agentEvent(w, stream, 'other', other.applicationId)),
     );
   }
-  await until('the sibling endpoint’s events arrived', () => sibling.received.length === 10, 60_000);
-  await until('the other application’s events arrived', () => otherReceiver.received.length === 10, 60_000);
+  await untilTrue('the sibling endpoint’s events arrived', () => sibling.received.length === 10, { timeoutMs: 60_000 });
+  await untilTrue('the other application’s events arrived', () => otherReceiver.received.length === 10, {
+    timeoutMs: 60_000,
+  });
   for (const stream of streams) t.deepEqual(sibling.sequences(stream), [1, 2]);
   for (const stream of otherStreams) t.deepEqual(otherReceiver.sequences(stream), [1, 2]);
   t.is(silent.received.length, endpoint, 'the slow endpoint was given its share, no more, though 85 streams wait');
@@ -863,7 +861,7 @@ test('an application’s slow endpoints together take only its share, in turn, a
   const { application } = webhookShares(32);
   // 30 streams, each to the four endpoints, due at once.
   await append(w, ...newStreams(30).map((stream) => agentEvent(w, stream, 'slow')));
-  await until('the application holds its share', () => silent.waiting.size >= application);
+  await untilTrue('the application holds its share', () => silent.waiting.size >= application);
 
   const other = await w.otherApplication();
   const receiver = await w.receiver();
@@ -872,7 +870,9 @@ test('an application’s slow endpoints together take only its share, in turn, a
   for (let n = 0; n < 2; n += 1) {
     await append(w, ...streams.map((stream) => agentEvent(w, stream, 'other', other.applicationId)));
   }
-  await until('the other application’s events arrived', () => receiver.received.length === 10, 60_000);
+  await untilTrue('the other application’s events arrived', () => receiver.received.length === 10, {
+    timeoutMs: 60_000,
+  });
   t.is(silent.received.length, application, 'the application was given its share, no more');
   t.is(silent.waiting.size, application, 'and its attempts are all still waiting');
   t.deepEqual(
@@ -892,13 +892,13 @@ test('a stream parks 24 hours after its first attempt, others keep flowing, and 
   const clock = offsetClock();
   await w.dispatcher({ clock });
   await append(w, agentEvent(w, stuck, 'first'));
-  await until('the first attempt failed', async () => (await w.lane(id, stuck)).attempts >= 1);
+  await untilTrue('the first attempt failed', async () => (await w.lane(id, stuck)).attempts >= 1);
   const firstAttempt = (await w.lane(id, stuck)).head_first_attempt_at as Date;
   t.truthy(firstAttempt);
 
   // A day later by the dispatcher's clock, the next failure parks the lane.
   clock.offsetMs = parkAfterMs + 1_000;
-  await until('the lane parked', async () => (await w.lane(id, stuck)).parked_at !== null, 15_000);
+  await untilTrue('the lane parked', async () => (await w.lane(id, stuck)).parked_at !== null, { timeoutMs: 15_000 });
   const parked = await w.lane(id, stuck);
   t.is(
     parked.head_first_attempt_at?.getTime(),
@@ -913,7 +913,7 @@ test('a stream parks 24 hours after its first attempt, others keep flowing, and 
   stuckAnswer = 200;
   await append(w, agentEvent(w, stuck, 'second'));
   await append(w, agentEvent(w, healthy));
-  await until('the healthy stream was delivered', () => receiver.sequences(healthy).length === 1);
+  await untilTrue('the healthy stream was delivered', () => receiver.sequences(healthy).length === 1);
   t.is(receiver.sequences(stuck).length, attemptsWhenParked, 'a parked stream is not attempted');
   t.not((await w.lane(id, stuck)).parked_at, null, 'a new event leaves the lane parked');
   const detail = await w.service.request('GET', `/api/v1/webhooks/${id}`, { auth: w.apiKey });
@@ -924,13 +924,13 @@ test('a stream parks 24 hours after its first attempt, others keep flowing, and 
     body: { scope: 'parked' },
   });
   t.is(replay.status, 200, replay.text);
-  await until('the stream resumed', () => receiver.sequences(stuck).length === attemptsWhenParked + 2);
+  await untilTrue('the stream resumed', () => receiver.sequences(stuck).length === attemptsWhenParked + 2);
   t.deepEqual(receiver.sequences(stuck).slice(attemptsWhenParked), [1, 2], 'resumed in order');
   t.deepEqual(
     receiver.received.filter((request) => request.stream === stuck).map((request) => request.event.agent.reason),
     [...Array.from({ length: attemptsWhenParked }, () => 'first'), 'first', 'second'],
   );
-  await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('acknowledged', async () => (await pendingDeliveries(w)) === 0);
   const resumed = await w.lane(id, stuck);
   t.is(resumed.parked_at, null);
   t.is(resumed.attempts, 0);
@@ -946,7 +946,7 @@ test('private addresses are refused unless allowed, with a clear last error', as
   const metadata = await w.endpoint('https://169.254.169.254/latest');
   const member = randomUUID();
   await append(w, agentEvent(w, member));
-  await until('all three were refused', async () => {
+  await untilTrue('all three were refused', async () => {
     const lanes = await Promise.all([byName, literal, metadata].map((endpoint) => w.lane(endpoint.id, member)));
     return lanes.every((lane) => lane.attempts >= 1);
   });
@@ -987,9 +987,9 @@ test('a dispatcher process killed mid-delivery: the event is delivered again, in
   const clock = offsetClock();
   clock.offsetMs = 31_000;
   await w.dispatcher({ clock });
-  await until('the stream was delivered', () => receiver.sequences(member).length === 4);
+  await untilTrue('the stream was delivered', () => receiver.sequences(member).length === 4);
   t.deepEqual(receiver.sequences(member), [1, 1, 2, 3]);
-  await until('acknowledged', async () => (await pendingDeliveries(w)) === 0);
+  await untilTrue('acknowledged', async () => (await pendingDeliveries(w)) === 0);
   t.deepEqual(receiver.overlaps, []);
 });
 
@@ -1029,9 +1029,9 @@ test('lanes idle for a day are swept; parked and busy lanes stay; a swept stream
   const clock = offsetClock();
   const dispatcher = await w.dispatcher({ clock });
   await append(w, agentEvent(w, done), agentEvent(w, stuck));
-  await until('the finished stream was delivered', () => receiver.sequences(done).length === 1);
-  await until('the failing stream was attempted', async () => (await w.lane(id, stuck)).attempts >= 1);
-  await until('the finished lane is idle', async () => (await w.lane(id, done)).next_attempt_at === null);
+  await untilTrue('the finished stream was delivered', () => receiver.sequences(done).length === 1);
+  await untilTrue('the failing stream was attempted', async () => (await w.lane(id, stuck)).attempts >= 1);
+  await untilTrue('the finished lane is idle', async () => (await w.lane(id, done)).next_attempt_at === null);
 
   // Not yet a day idle: nothing goes.
   t.is(await dispatcher.sweep(), 0);
@@ -1043,6 +1043,6 @@ test('lanes idle for a day are swept; parked and busy lanes stay; a swept stream
 
   // The swept stream's next event makes its lane again and is delivered, in sequence.
   await append(w, agentEvent(w, done, 'later'));
-  await until('the swept stream delivered again', () => receiver.sequences(done).length === 2);
+  await untilTrue('the swept stream delivered again', () => receiver.sequences(done).length === 2);
   t.deepEqual(receiver.sequences(done), [1, 2]);
 });

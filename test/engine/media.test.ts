@@ -34,6 +34,7 @@ import { answer, type MediaOffer, offer, parseSdp, remoteFromAnswer, SdpError } 
 import { decodeWav, WavError } from '../../engine/media/wav.ts';
 import { MediaAddressError } from '../../engine/media/media-peer.ts';
 import { loopbackCarrier } from '../helpers/media-peer.ts';
+import { untilTrue } from '../helpers/until.ts';
 
 const host = '127.0.0.1';
 /** An even base in 22000-31998, away from the default RTP range and (mostly) from the kernel's ephemeral ports. */
@@ -49,15 +50,6 @@ const tls = {
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
 
-/** Resolves once `check` holds; polls each millisecond and fails after `ms`. */
-async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
-
 /** Every datagram an endpoint receives counts once in its stats. */
 function datagramsIn(endpoint: RtpEndpoint): number {
   const { packetsIn, ignored, malformed, foreign } = endpoint.stats;
@@ -66,7 +58,7 @@ function datagramsIn(endpoint: RtpEndpoint): number {
 
 /** Resolves once `to` has handled `count` datagrams in all (so nothing sent before is still in flight). */
 function handled(to: RtpEndpoint, count: number): Promise<void> {
-  return until(`${count} datagrams handled`, () => datagramsIn(to) >= count);
+  return untilTrue(`${count} datagrams handled`, () => datagramsIn(to) >= count, { everyMs: 1 });
 }
 
 function sine(frequency: number, samples: number, amplitude = 8000, rate = 8000): Int16Array {
@@ -259,7 +251,7 @@ test('packets on the wire: RTP v2, the codec payload type, one SSRC, sequence +1
   a.setRemote(remote(wire.port, 'PCMA', { payloadType: 8 }));
   const frame = sine(440, 160);
   for (let index = 0; index < 3; index += 1) a.send(frame);
-  await until('3 packets', () => wire.received.length === 3);
+  await untilTrue('3 packets', () => wire.received.length === 3, { everyMs: 1 });
   const packets = wire.received.map((datagram) => parseRtp(datagram));
   t.true(packets.every((packet) => packet !== null));
   const [first, second, third] = packets as NonNullable<(typeof packets)[number]>[];
@@ -284,7 +276,7 @@ test('packets on the wire: RTP v2, the codec payload type, one SSRC, sequence +1
   // Resumed: the same stream goes on (same SSRC, next sequence number).
   a.setRemote(remote(wire.port, 'PCMA'));
   a.send(frame);
-  await until('the 4th packet', () => wire.received.length === 4);
+  await untilTrue('the 4th packet', () => wire.received.length === 4, { everyMs: 1 });
   const resumed = parseRtp(wire.received[3] as Buffer);
   t.is(resumed?.ssrc, first?.ssrc);
   t.is(resumed?.sequence, ((first?.sequence ?? 0) + 3) & 0xffff);
@@ -328,7 +320,7 @@ test('play() stops on abort, on a newer play() and on close', async (t) => {
   const controller = new AbortController();
   const started = performance.now();
   const playing = a.play(long, controller.signal);
-  await until('5 frames', () => frames >= 5);
+  await untilTrue('5 frames', () => frames >= 5, { everyMs: 1 });
   controller.abort();
   t.is(await playing, 'aborted');
   t.true(performance.now() - started < 2000);
@@ -382,7 +374,7 @@ test('sendDtmf sends RFC 4733 packets: marker on the first, one timestamp, three
   a.send(sine(440, 160));
   await a.sendDtmf('9', 100);
   a.send(sine(440, 160));
-  await until('the audio after the event', () => wire.received.length >= 9);
+  await untilTrue('the audio after the event', () => wire.received.length >= 9, { everyMs: 1 });
   t.is(wire.received.length, 9);
   const packets = wire.received.map((datagram) => parseRtp(datagram));
   const events = packets.filter((packet) => packet?.payloadType === 96);
@@ -491,7 +483,7 @@ test('malformed datagrams are counted, never thrown, and the stream goes on', as
     buildRtp({ marker: true, payloadType: 0, sequence: 2, timestamp: 320, ssrc: 7 }, encode('PCMU', frame)),
     b.localPort,
   );
-  await until('the good packet', () => frames.length === 1);
+  await untilTrue('the good packet', () => frames.length === 1, { everyMs: 1 });
   t.like(b.stats, { malformed: malformed.length, ignored: ignored.length, packetsIn: 1 });
   t.true(snr(frame, frames[0] as Int16Array) > 30);
 
@@ -503,7 +495,7 @@ test('malformed datagrams are counted, never thrown, and the stream goes on', as
     buildRtp({ marker: false, payloadType: 0, sequence: 3, timestamp: 480, ssrc: 7 }, encode('PCMU', frame)),
     b.localPort,
   );
-  await until('the second frame', () => frames.length === 2);
+  await untilTrue('the second frame', () => frames.length === 2, { everyMs: 1 });
   t.is(errors.length, 1);
   t.regex(String(errors[0]), /listener bug/);
 });
@@ -522,10 +514,10 @@ test('symmetric RTP: the endpoint latches to the first source and ignores others
       encode('PCMU', sine(800, 160)),
     );
   await first.send(packet(1), b.localPort);
-  await until('the first frame', () => frames.length === 1);
+  await untilTrue('the first frame', () => frames.length === 1, { everyMs: 1 });
   t.deepEqual(b.target, { address: host, port: first.port });
   b.send(sine(800, 160));
-  await until('the answer reaches the latched source', () => first.received.length === 1);
+  await untilTrue('the answer reaches the latched source', () => first.received.length === 1, { everyMs: 1 });
 
   await second.send(packet(2), b.localPort);
   await handled(b, 2);
@@ -535,7 +527,7 @@ test('symmetric RTP: the endpoint latches to the first source and ignores others
   // A re-INVITE forgets the latch: the next source is taken.
   b.setRemote(remote(9, 'PCMU'));
   await second.send(packet(3), b.localPort);
-  await until('the frame from the new source', () => frames.length === 2);
+  await untilTrue('the frame from the new source', () => frames.length === 2, { everyMs: 1 });
   t.deepEqual(b.target, { address: host, port: second.port });
 
   // Without latching, only the exact SDP address and port are accepted.
@@ -571,10 +563,10 @@ test("datagrams from an address that is not the peer's are never heard nor latch
   // The carrier's own packet, from another port than its SDP's (symmetric RTP), is heard and latched.
   const nat = await rawSocket(t);
   await nat.send(packet(21), b.localPort);
-  await until('the carrier is heard', () => frames.length === 1);
+  await untilTrue('the carrier is heard', () => frames.length === 1, { everyMs: 1 });
   t.deepEqual(b.target, { address: host, port: nat.port });
   b.send(sine(800, 160));
-  await until('the answer reaches the carrier', () => nat.received.length === 1);
+  await untilTrue('the answer reaches the carrier', () => nat.received.length === 1, { everyMs: 1 });
   await stranger.send(packet(22), b.localPort);
   await handled(b, 22);
   t.is(b.stats.foreign, 21);
@@ -813,7 +805,7 @@ test('bridge relays audio and DTMF between a PCMU leg and a PCMA leg, until unbr
 
   const speech = sine(1000, 160 * 10, 6000);
   for (let index = 0; index < 10; index += 1) caller.send(speech.subarray(index * 160, (index + 1) * 160));
-  await until('10 relayed packets', () => wire.received.length === 10);
+  await untilTrue('10 relayed packets', () => wire.received.length === 10, { everyMs: 1 });
   const packets = wire.received.map((datagram) => parseRtp(datagram));
   t.true(
     packets.every((packet) => packet?.payloadType === 8),
@@ -833,7 +825,7 @@ test('bridge relays audio and DTMF between a PCMU leg and a PCMA leg, until unbr
       b.localPort,
     );
   }
-  await until('10 frames at the caller', () => heard.length === 10);
+  await untilTrue('10 frames at the caller', () => heard.length === 10, { everyMs: 1 });
   t.true(snr(speech, concat(heard)) > 25);
 
   // DTMF from the caller comes out on the PCMA leg as telephone events.
@@ -842,7 +834,9 @@ test('bridge relays audio and DTMF between a PCMU leg and a PCMA leg, until unbr
     return packet?.payloadType === 101 && packet.payload[0] === event && (packet.payload[1] as number) >> 7 === 1;
   };
   await caller.sendDtmf('7', 60);
-  await until('the relayed event', () => wire.received.filter((datagram) => isEnd(datagram, 7)).length === 3);
+  await untilTrue('the relayed event', () => wire.received.filter((datagram) => isEnd(datagram, 7)).length === 3, {
+    everyMs: 1,
+  });
   // And DTMF from the PCMA side reaches the caller.
   const digits: string[] = [];
   caller.onDtmf((digit) => digits.push(digit));
@@ -851,11 +845,11 @@ test('bridge relays audio and DTMF between a PCMU leg and a PCMA leg, until unbr
     buildRtp({ marker: true, payloadType: 101, sequence: 20, timestamp: 4000, ssrc: 5 }, hash),
     b.localPort,
   );
-  await until('# at the caller', () => digits.length === 1);
+  await untilTrue('# at the caller', () => digits.length === 1, { everyMs: 1 });
   t.deepEqual(digits, ['#']);
   // b's events are sent one after the other: once this one is out, the relayed one is over too.
   await b.sendDtmf('1', 40);
-  await until('the 1', () => wire.received.filter((datagram) => isEnd(datagram, 1)).length === 3);
+  await untilTrue('the 1', () => wire.received.filter((datagram) => isEnd(datagram, 1)).length === 3, { everyMs: 1 });
 
   // Unbridged: the caller's audio reaches a and stops there. A direct frame on b, sent after a has handled the
   // caller's frames, is then the first thing the wire gets (anything relayed would have been sent before it).
@@ -867,7 +861,7 @@ test('bridge relays audio and DTMF between a PCMU leg and a PCMA leg, until unbr
   await handled(a, atA + 5);
   const direct = sine(2000, 160, 3000);
   b.send(direct);
-  await until('the direct frame', () => wire.received.length > onWire);
+  await untilTrue('the direct frame', () => wire.received.length > onWire, { everyMs: 1 });
   t.deepEqual(new Uint8Array(parseRtp(wire.received[onWire] as Buffer)?.payload ?? []), encode('PCMA', direct));
   t.throws(() => bridge(a, a));
 });

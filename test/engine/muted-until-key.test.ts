@@ -10,19 +10,12 @@ import { bridge } from '../../engine/media/bridge.ts';
 import { mutedUntilKey } from '../../engine/media/muted-until-key.ts';
 import { RtpEndpoint, PortPool, type RemoteMedia } from '../../engine/media/rtp.ts';
 import { loopbackCarrier } from '../helpers/media-peer.ts';
+import { untilTrue } from '../helpers/until.ts';
 
 const host = '127.0.0.1';
 /** An even base in 32000-39998, away from the default RTP range and from media.test.ts's. */
 const base = 32000 + 2 * Math.floor(Math.random() * 3500);
 const pool = new PortPool(base, base + 99);
-
-async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
 
 /** Every datagram an endpoint receives counts once in its stats. */
 function datagramsIn(endpoint: RtpEndpoint): number {
@@ -84,15 +77,15 @@ test('a muted phone is not heard until it presses a key; that key is not passed 
 
   // The caller is heard at once.
   for (let index = 0; index < 5; index += 1) caller.send(tone(440));
-  await until('the caller at the phone', () => heardByPhone.length === 5);
+  await untilTrue('the caller at the phone', () => heardByPhone.length === 5, { everyMs: 1 });
   t.true(muted.muted);
 
   // The phone speaks: its frames reach the engine and stop there. A frame the caller's endpoint sends after them
   // would arrive after anything relayed, so once it is in, nothing was relayed.
   for (let index = 0; index < 5; index += 1) phone.send(tone(1000));
-  await until('the phone at the engine', () => datagramsIn(phoneSide) >= 5);
+  await untilTrue('the phone at the engine', () => datagramsIn(phoneSide) >= 5, { everyMs: 1 });
   callerSide.send(tone(2000));
-  await until('the direct frame', () => heardByCaller.some((frame) => crossings(frame) > 60));
+  await untilTrue('the direct frame', () => heardByCaller.some((frame) => crossings(frame) > 60), { everyMs: 1 });
   t.deepEqual(
     heardByCaller.map((frame) => crossings(frame) > 60),
     [true],
@@ -101,10 +94,10 @@ test('a muted phone is not heard until it presses a key; that key is not passed 
 
   // The key that unmutes is the phone's own: it does not reach the caller.
   await phone.sendDtmf('5', 60);
-  await until('unmuted', () => !muted.muted);
+  await untilTrue('unmuted', () => !muted.muted, { everyMs: 1 });
   for (let index = 0; index < 5; index += 1) phone.send(tone(1000));
-  await until('the phone at the caller', () => heardByCaller.length >= 6);
+  await untilTrue('the phone at the caller', () => heardByCaller.length >= 6, { everyMs: 1 });
   await phone.sendDtmf('7', 60);
-  await until('the 7 at the caller', () => digitsAtCaller.length >= 1);
+  await untilTrue('the 7 at the caller', () => digitsAtCaller.length >= 1, { everyMs: 1 });
   t.deepEqual(digitsAtCaller, ['7']);
 });

@@ -14,15 +14,6 @@ import type { TestService, workspaceWithUser } from './service.ts';
 
 export type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
 
-/** Polls until `check` holds (20 s at most); the error says what never came. */
-export async function untilTrue(check: () => Promise<boolean> | boolean, what: string): Promise<void> {
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`never: ${what}`);
-}
-
 /** Polls the resource until `check` holds; the error shows the status last seen. */
 export async function untilResource(
   store: ResourceStore,

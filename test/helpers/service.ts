@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { mintToken } from '../../api/tokens.ts';
-import { type CallRow, type NewCall, startCall } from '../../core/calls/calls.ts';
+import { addLeg, type CallRow, changeState, type NewCall, startCall } from '../../core/calls/calls.ts';
 import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
@@ -268,4 +268,16 @@ export function isError(t: ExecutionContext, answer: Answer, status: number, cod
   t.is(answer.status, status, `${label} ${answer.text}`);
   t.is(answer.body?.error?.code, code, `${label} ${answer.text}`);
   t.is(typeof answer.body?.error?.message, 'string', `${label} ${answer.text}`);
+}
+
+/**
+ * A call of the setup's workspace held by `engineOwner`, answered and connected to a browser leg, written as the
+ * engine writes one: what the call commands' API tests act on without an engine.
+ */
+export async function connectedCall(pool: pg.Pool, setup: WorkspaceSetup, engineOwner: string): Promise<CallRow> {
+  const row = await liveCall(pool, setup, { engineOwner });
+  await changeState(pool, row.id, 'routing', { answered: true });
+  const legId = await addLeg(pool, row.id, { role: 'browser', remote: 'device x', sipCallId: null });
+  await changeState(pool, row.id, 'connected', { connectedLeg: { id: legId, role: 'browser' } });
+  return row;
 }

@@ -11,3 +11,19 @@ export async function until<T>(what: string, check: () => Promise<T | undefined>
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+/**
+ * Resolves once `check` holds, asked every `everyMs` (default 50; 1 for a check that counts a stream of packets
+ * exactly); rejects after `timeoutMs` (default 30 s), naming what never came.
+ */
+export async function untilTrue(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  options: { timeoutMs?: number; everyMs?: number } = {},
+): Promise<void> {
+  const { timeoutMs = 30_000, everyMs = 50 } = options;
+  for (const deadline = Date.now() + timeoutMs; !(await check());) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(everyMs);
+  }
+}

@@ -33,10 +33,9 @@ import {
   reconciled,
   type Setup,
   untilResource,
-  untilTrue,
 } from '../helpers/resources.ts';
 import { startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
-import { until as untilDatabase } from '../helpers/until.ts';
+import { until as untilDatabase, untilTrue } from '../helpers/until.ts';
 
 const namespace = 'switchboard';
 const serviceSecret = 'the service secret of this cluster, 32 characters or more';
@@ -256,16 +255,14 @@ test('an invalid plan gets Valid=False with the REST issues, is never published,
   t.is(condition(resource, 'Published')?.status, 'False');
   const recorded = await service.pool.query('SELECT 1 FROM routing_plans WHERE id = $1', [planId]);
   t.is(recorded.rowCount, 0, 'never recorded, never published');
-  await untilTrue(
-    () =>
-      kube
-        .objects('events', namespace)
-        .some(
-          (event) =>
-            (event as { involvedObject?: { uid?: string }; type?: string }).involvedObject?.uid ===
-              resource.metadata.uid && (event as { type?: string }).type === 'Warning',
-        ),
-    'a Warning Event on the plan',
+  await untilTrue('a Warning Event on the plan', () =>
+    kube
+      .objects('events', namespace)
+      .some(
+        (event) =>
+          (event as { involvedObject?: { uid?: string }; type?: string }).involvedObject?.uid ===
+            resource.metadata.uid && (event as { type?: string }).type === 'Warning',
+      ),
   );
   t.pass();
 });
@@ -293,10 +290,10 @@ test.serial('a watch cut mid-stream and a watch answered 410 Gone: later changes
     { kind: 'Queue', namespace, name, spec: { ...spec, name: 'After a cut' } },
     { fieldManager: 'kubectl' },
   );
-  await untilTrue(async () => {
+  await untilTrue('the record follows the change made while the watch was cut', async () => {
     const row = await service.pool.query<{ name: string }>('SELECT name FROM queues WHERE id = $1', [queueId]);
     return row.rows[0]?.name === 'After a cut';
-  }, 'the record follows the change made while the watch was cut');
+  });
 
   // Forget the history and cut again: the watch from the old resourceVersion gets 410, the controller lists again.
   kube.faults.expireHistory();
@@ -305,10 +302,10 @@ test.serial('a watch cut mid-stream and a watch answered 410 Gone: later changes
     { kind: 'Queue', namespace, name, spec: { ...spec, name: 'After a 410' } },
     { fieldManager: 'kubectl' },
   );
-  await untilTrue(async () => {
+  await untilTrue('the record follows the change made after the 410', async () => {
     const row = await service.pool.query<{ name: string }>('SELECT name FROM queues WHERE id = $1', [queueId]);
     return row.rows[0]?.name === 'After a 410';
-  }, 'the record follows the change made after the 410');
+  });
   const metrics = await service.request('GET', '/metrics');
   t.regex(metrics.text, /switchboard_operator_relists_total\{kind="Queue"\} [2-9]/);
 });
@@ -445,13 +442,13 @@ test.serial(
     const reads = () => kube.requests.filter((r) => r.path.startsWith(leasePath) && r.method === 'GET').length;
     const before = reads();
     // Several of the second's tries find the Lease held and renewed.
-    await untilTrue(() => reads() >= before + 6, 'the second operator tries');
+    await untilTrue('the second operator tries', () => reads() >= before + 6);
     t.false(second.isLeading(), 'it waits while the first renews');
     t.is(holder(), 'first');
 
     // The first cannot renew (the API server fails its writes): it steps down, and dies without giving the Lease up.
     kube.faults.failNext(100_000, { status: 500, pathIncludes: leasePath, method: 'PUT' });
-    await untilTrue(() => !first.isLeading(), 'the first steps down');
+    await untilTrue('the first steps down', () => !first.isLeading());
     await first.close();
     kube.faults.failNext(0);
     // The Lease expires unrenewed; the second takes it.
@@ -462,7 +459,7 @@ test.serial(
 
     // A third waits; the second closes and gives the Lease up, and the third takes it without waiting it out.
     const third = start('third');
-    await untilTrue(() => reads() >= before + 12, 'the third operator tries');
+    await untilTrue('the third operator tries', () => reads() >= before + 12);
     t.false(third.isLeading());
     await second.close();
     t.true(await third.leading);
@@ -533,17 +530,17 @@ test('an Engine: children applied with server-side apply and owner references, p
     { fieldManager: 'kubectl' },
   );
   await untilTrue(
-    () => kube.object(`/api/v1/namespaces/${namespace}/services/${name}-engine-sip`) === undefined,
     'the SIP Service is pruned',
+    () => kube.object(`/api/v1/namespaces/${namespace}/services/${name}-engine-sip`) === undefined,
   );
-  await untilTrue(async () => {
+  await untilTrue('the carrier left out of the spec is removed', async () => {
     const left = await service.pool.query('SELECT 1 FROM carriers WHERE name = $1', [carrier]);
     return left.rowCount === 0;
-  }, 'the carrier left out of the spec is removed');
+  });
 
   // The Engine goes: its children with it (owner references), after its finalizer ran.
   await store.delete('Engine', namespace, name, { fieldManager: 'kubectl' });
-  await untilTrue(() => kube.object(deploymentPath) === undefined, 'the Deployment goes with its Engine');
+  await untilTrue('the Deployment goes with its Engine', () => kube.object(deploymentPath) === undefined);
   t.is(kube.object(`/api/v1/namespaces/${namespace}/configmaps/${name}-engine`), undefined);
   t.is(await store.get('Engine', namespace, name), undefined);
 });
