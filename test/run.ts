@@ -4,14 +4,19 @@
  * server). A server that does not start ends the run with its reason.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { freePort } from './helpers/free-port.ts';
 import os from 'node:os';
 import path from 'node:path';
 import { openEmbeddedDatabase } from '../core/embedded-postgres.ts';
 
+const args = process.argv.slice(2);
+const named = args.filter((arg) => !arg.startsWith('-'));
+
 let stop = async () => {};
-if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {
+// Files named alone that reach no database (pure logic: steps, validation, builders) run without starting one.
+const wantsDatabase = named.length === 0 || (await reachesDatabase(named));
+if (wantsDatabase && (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '')) {
   const given = process.env.EMBEDDED_POSTGRES_PORT?.trim() ?? '';
   if (given !== '' && !/^\d{1,5}$/.test(given)) {
     process.stderr.write(`npm test: EMBEDDED_POSTGRES_PORT must be a port number, got "${given}"\n`);
@@ -33,8 +38,10 @@ if (process.env.DATABASE_URL === undefined || process.env.DATABASE_URL === '') {
     await embedded.stop();
     await rm(dataDir, { recursive: true, force: true });
   };
-} else {
+} else if (wantsDatabase) {
   process.stdout.write('tests use DATABASE_URL\n');
+} else {
+  process.stdout.write('the files named reach no database: none started\n');
 }
 
 // The webhook delivery tests' HTTPS receivers use a certificate of the test CA: the test processes (and the
@@ -96,9 +103,8 @@ function runAva(args: string[]): Promise<number> {
   return new Promise((resolve) => ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))));
 }
 
-const args = process.argv.slice(2);
 let code: number;
-if (args.some((arg) => !arg.startsWith('-'))) {
+if (named.length > 0) {
   code = await runAva(args);
 } else {
   // Test files mirror the source folders (test/api/, test/engine/, …): every *.test.ts under test/.
@@ -113,3 +119,23 @@ if (args.some((arg) => !arg.startsWith('-'))) {
 }
 await stop();
 process.exit(code);
+
+/**
+ * Whether any of `files` imports, directly or through other files of the repository, the test database helper
+ * (test/helpers/database.ts, the only reader of the suite's DATABASE_URL).
+ */
+async function reachesDatabase(files: readonly string[]): Promise<boolean> {
+  const helper = path.resolve('test/helpers/database.ts');
+  const seen = new Set<string>();
+  const waiting = files.map((file) => path.resolve(file));
+  for (let file = waiting.pop(); file !== undefined; file = waiting.pop()) {
+    if (file === helper) return true;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = await readFile(file, 'utf8').catch(() => '');
+    for (const [, specifier] of text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
+      if (specifier !== undefined) waiting.push(path.resolve(path.dirname(file), specifier));
+    }
+  }
+  return false;
+}
