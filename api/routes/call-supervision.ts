@@ -39,13 +39,13 @@ export function callSupervisionRoutes(app: FastifyInstance, services: Services) 
   defineOperation(app, services, 'superviseCall', {
     schemas: { params: IdParams, body: SuperviseBody, response: { 200: SuperviseAnswer } },
     handler: async (context) => {
-      const body = context.body as { memberId: string; mode: SuperviseMode };
+      const body = context.body;
       const memberId = body.memberId.toLowerCase();
       // Keys and member tokens only (api/operations.ts).
       const actor = actorOf(context.principal);
       const row = await commandCall(context, {
         action: 'supervise',
-        callId: context.params.id as string,
+        callId: context.params.id,
         id: randomUUID(),
         memberId,
         mode: body.mode,

@@ -172,7 +172,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const { query } = context;
       let since: Date | undefined;
       if (query.since !== undefined) {
-        since = new Date(query.since as string);
+        since = new Date(query.since);
         // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
         if (Number.isNaN(since.getTime())) {
           throw new ApiError('invalid_request', 'query.since must be an instant such as 2026-03-08T09:30:00Z');
@@ -198,7 +198,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: CallWithLegs } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceCall(context.db, context.params.id as string, workspace.id);
+      const row = await workspaceCall(context.db, context.params.id, workspace.id);
       if (row === undefined) throw notFound('call');
       const legs = await callLegs(context.db, row.id);
       return { status: 200, body: { ...callJson(row), legs: legs.map(legJson) } };
@@ -210,7 +210,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const started = Date.now();
-      const row = await commandCall(context, { action: 'hangup', callId: context.params.id as string });
+      const row = await commandCall(context, { action: 'hangup', callId: context.params.id });
       // Stored as the answer until the wait below finishes (docs/calls.md: a retry meanwhile is 409
       // idempotency_in_progress, and a retry after a crash gets this one).
       return {
@@ -228,9 +228,9 @@ export function callRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'holdCall', {
     schemas: { params: IdParams, body: HoldBody, response: { 200: HoldAnswer } },
     handler: async (context) => {
-      const { hold } = context.body as { hold: boolean };
+      const { hold } = context.body;
       // A connected call only: for another, the 409 rolls the command back.
-      const row = await commandCall(context, { action: 'hold', callId: context.params.id as string, hold });
+      const row = await commandCall(context, { action: 'hold', callId: context.params.id, hold });
       if (row.state !== 'connected') {
         throw new ApiError('call_conflict', `the call is ${row.state}: only a connected call can be held or resumed`);
       }

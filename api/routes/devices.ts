@@ -79,10 +79,13 @@ export function tokenOwner(principal: Principal): DeviceOwner {
 }
 
 /** The token's own device named in the path (another person's is 404); with `lock`, locked until commit. */
-export async function ownDevice(context: HandlerContext, lock = false): Promise<DeviceRow> {
+export async function ownDevice(
+  context: HandlerContext<{ params: typeof IdParams }>,
+  lock = false,
+): Promise<DeviceRow> {
   const workspace = requireWorkspace(context);
   const owner = tokenOwner(context.principal);
-  const device = await deviceById(context.db, workspace.id, owner, context.params.id as string, lock);
+  const device = await deviceById(context.db, workspace.id, owner, context.params.id, lock);
   if (device === undefined) throw notFound('device');
   return device;
 }
@@ -156,12 +159,7 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 200: Device } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await unregisterDevice(
-        context.db,
-        workspace.id,
-        ownerOf(context.principal),
-        context.params.id as string,
-      );
+      const row = await unregisterDevice(context.db, workspace.id, ownerOf(context.principal), context.params.id);
       if (row === undefined) throw notFound('device');
       return { status: 200, body: deviceJson(row) };
     },

@@ -173,11 +173,11 @@ async function sendsMms(
  * answers holds this request alone, up to the fetch's timeout). Nothing is fetched for a sender that cannot send MMS:
  * the send refuses it in its own order.
  */
-async function fetchMedia(context: PreparingContext): Promise<FetchedMedia | undefined> {
+async function fetchMedia(context: PreparingContext<{ body: typeof SendBody }>): Promise<FetchedMedia | undefined> {
   const { services } = context;
-  const urls = (context.body.mediaUrls ?? []) as string[];
+  const urls = context.body.mediaUrls ?? [];
   if (urls.length === 0) return undefined;
-  const from = context.body.from as string | { phoneNumberId: string };
+  const from = context.body.from;
   const sender = await senderOf(
     services.pool,
     requireWorkspace(context).id,
@@ -243,8 +243,8 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
     prepare: fetchMedia,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const body = context.body as { from: string | { phoneNumberId: string }; to: string; text?: string };
-      const mediaUrls = (context.body.mediaUrls ?? []) as string[];
+      const { body } = context;
+      const mediaUrls = body.mediaUrls ?? [];
       const to = recipient(body.to);
       const text = body.text ?? '';
       if (text === '' && mediaUrls.length === 0) {
@@ -294,10 +294,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         }
         await takeOverDedupeHash(context.db, hash, messageId);
       }
-      const media =
-        mediaUrls.length === 0
-          ? []
-          : await mmsMedia(context.db, sender.number, context.prepared as FetchedMedia | undefined);
+      const media = mediaUrls.length === 0 ? [] : await mmsMedia(context.db, sender.number, context.prepared);
       const started = Date.now();
       const row = await createOutboundMessage(context.db, {
         workspace: sender.workspace,
@@ -356,7 +353,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: MessageWithHistory } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const message = await getMessage(context.db, workspace.id, context.params.id as string);
+      const message = await getMessage(context.db, workspace.id, context.params.id);
       return {
         status: 200,
         body: { ...messageJson(message), statusHistory: statusHistoryJson(message.statusHistory) },

@@ -74,8 +74,8 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const { db, body, principal } = context;
       const workspace = requireWorkspace(context);
-      const to = recipient(body.to as string);
-      const channel = body.channel as 'sms' | 'call';
+      const to = recipient(body.to);
+      const channel = body.channel;
       // The sender is checked before anything is written or counted: a refused send is no send.
       let sender;
       if (channel === 'sms') {
@@ -125,8 +125,8 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const status = await checkVerification(context.db, {
         workspaceId: workspace.id,
-        id: context.params.id as string,
-        code: context.body.code as string,
+        id: context.params.id,
+        code: context.body.code,
         hashKey: services.keys.verificationHashes,
       });
       if (status === undefined) throw notFound('verification');
