@@ -14,9 +14,9 @@ import { Type } from 'typebox';
 import { SuperviseMode, supervisorReach } from '../../core/calls/supervision.ts';
 import { ApiError } from '../../core/errors.ts';
 import { actorOf } from '../auth.ts';
+import { Call, callJson, commandCall } from '../call-operations.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { IdParams, Uuid } from '../schemas.ts';
-import { Call, callJson, commandCall } from './calls.ts';
 
 const SuperviseBody = Type.Object(
   {

@@ -17,9 +17,9 @@ import { ApiError } from '../../core/errors.ts';
 import { unknownMembers } from '../../core/identity/members.ts';
 import { queueById } from '../../core/routing/queues.ts';
 import { actorOf } from '../auth.ts';
+import { Call, callJson, commandCall } from '../call-operations.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { IdParams } from '../schemas.ts';
-import { Call, callJson, commandCall } from './calls.ts';
 
 /**
  * One object (code generators take it better than a union): `target` (with `warm`) starts a transfer, `action` ends

@@ -20,12 +20,12 @@ import {
 import type { DeviceOwner } from '../../core/devices/devices.ts';
 import { ringModes } from '../../core/routing/definition.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
+import { ownDevice, tokenOwner } from '../device-owners.ts';
 import { LongPollPlaces } from '../long-polls.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
-import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
 const longPollSeconds = 10;

@@ -9,9 +9,9 @@ import { ApiError } from '../../core/errors.ts';
 import { memberByEmail } from '../../core/identity/members.ts';
 import { workspaceAndUser } from '../../core/identity/workspaces.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { grantableScopes } from '../scope-grants.ts';
 import { DateTime, ScopeList, Uuid } from '../schemas.ts';
 import { mintToken, type TokenClaims } from '../tokens.ts';
-import { grantableScopes } from './application-keys.ts';
 
 export const Session = Type.Object({
   token: Type.String({ description: 'Opaque; send as Authorization: Bearer' }),

@@ -14,8 +14,8 @@ import { defaultHelpReply, helpTextProblem } from '../../core/messages/keywords.
 import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
-import { IssuedKey, requireHeldScopes } from './application-keys.ts';
+import { requireHeldScopes } from '../scope-grants.ts';
+import { DateTime, IdParams, IssuedKey, Uuid } from '../schemas.ts';
 
 const Prefix = Type.String({ pattern: '^\\+[0-9]{1,15}$', description: 'An E.164 prefix such as +1 or +4420' });
 
