@@ -10,7 +10,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import parsePhoneNumber from 'libphonenumber-js';
 import { Type } from 'typebox';
 import { messageSettledChannel } from '../../core/change-notices.ts';
 import { ApiError } from '../../core/errors.ts';
@@ -31,6 +30,7 @@ import { parseSettledNotice, type SettledMessage } from '../../core/messages/sta
 import { claimDedupeHash, dedupeHash, duplicateWindowMs, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
 import { checkMedia, MediaError, mediaDefaults } from '../../core/messages/media.ts';
 import { carrierTakesMms } from '../../core/carriers/messaging.ts';
+import { validE164 } from '../../core/numbers/e164.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import { actorOf } from '../auth.ts';
 import type { Answer } from '../idempotency.ts';
@@ -103,8 +103,7 @@ const MessageListQuery = Type.Object(
 
 /** `to` as E.164, or 400 naming the field: libphonenumber must take it as a valid number, written in E.164 already. */
 function recipient(to: string): string {
-  const parsed = new RegExp(e164Pattern).test(to) ? parsePhoneNumber(to) : undefined;
-  if (parsed === undefined || parsed.number !== to || !parsed.isValid()) {
+  if (validE164(to) !== to) {
     throw new ApiError('invalid_request', `body.to must be a valid phone number in E.164 form (like +14155550100)`);
   }
   return to;
