@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import type { TSchema } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import type { Config } from '../core/config.ts';
 import type { Queryable } from '../core/database.ts';
 import { ApiError } from '../core/errors.ts';
@@ -54,18 +54,31 @@ export interface OperationSchemas {
   optionalBody?: boolean;
 }
 
-export interface HandlerContext {
+/** What the handler's `body` is: the body schema's type, `unknown` for an operation without one. */
+export type BodyOf<S extends OperationSchemas> = S extends { body: infer B extends TSchema } ? Static<B> : unknown;
+/** What the handler's `query` is: the querystring schema's type, `unknown` for an operation without one. */
+export type QueryOf<S extends OperationSchemas> = S extends { querystring: infer Q extends TSchema }
+  ? Static<Q>
+  : unknown;
+/** What the handler's `params` are: the params schema's type, else the path's parameters as fastify gives them. */
+export type ParamsOf<S extends OperationSchemas> = S extends { params: infer P extends TSchema }
+  ? Static<P>
+  : Record<string, string>;
+
+/**
+ * What a handler is given. `body`, `query` and `params` have the types of the operation's schemas `S`: fastify checks
+ * them against the schemas before the handler runs. `Prepared` is what the operation's `prepare` returns.
+ */
+export interface HandlerContext<S extends OperationSchemas = OperationSchemas, Prepared = unknown> {
   request: FastifyRequest;
   principal: Principal;
   /** The workspace the request reaches; set for operations whose workspace comes from headers or the path. */
   workspace: WorkspaceRef | undefined;
   /** Inside the idempotent transaction for mutations, the pool for reads. */
   db: Queryable;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies and queries are checked against the schemas before this runs
-  body: any;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
-  query: any;
-  params: Record<string, string>;
+  body: BodyOf<S>;
+  query: QueryOf<S>;
+  params: ParamsOf<S>;
   services: Services;
   /**
    * Runs an effect once the change is committed, with no connection held (at once for reads); the request answers
@@ -73,14 +86,17 @@ export interface HandlerContext {
    */
   afterCommit: (effect: () => void | Promise<void>) => void;
   /** What the operation's `prepare` made of the request; undefined without one. */
-  prepared?: unknown;
+  prepared?: Prepared;
 }
 
 /** What an operation's `prepare` is given: the request, with no database connection of its own. */
-export type PreparingContext = Omit<HandlerContext, 'db' | 'afterCommit' | 'prepared'>;
+export type PreparingContext<S extends OperationSchemas = OperationSchemas> = Omit<
+  HandlerContext<S>,
+  'db' | 'afterCommit' | 'prepared'
+>;
 
-export interface OperationDefinition {
-  schemas: OperationSchemas;
+export interface OperationDefinition<S extends OperationSchemas = OperationSchemas, Prepared = unknown> {
+  schemas: S;
   /** The body may be left out entirely (it is then `{}`). Always so for a DELETE. */
   optionalBody?: boolean;
   /**
@@ -89,8 +105,8 @@ export interface OperationDefinition {
    * Not run for a retry whose key was used (its answer is stored, or its request runs). A refusal it throws (4xx) is
    * stored under the key as the handler's would be.
    */
-  prepare?: (context: PreparingContext) => Promise<unknown>;
-  handler: (context: HandlerContext) => Promise<Answer>;
+  prepare?: (context: PreparingContext<S>) => Promise<Prepared>;
+  handler: (context: HandlerContext<S, Prepared>) => Promise<Answer>;
 }
 
 declare module 'fastify' {
@@ -110,7 +126,7 @@ export function header(request: FastifyRequest, name: string): string | undefine
 
 async function workspaceOf(
   operation: Operation,
-  context: Omit<HandlerContext, 'workspace' | 'db' | 'body' | 'afterCommit'>,
+  context: Pick<HandlerContext, 'principal' | 'request' | 'services' | 'params'>,
 ) {
   const { principal, request, services } = context;
   switch (operation.workspace) {
@@ -146,7 +162,12 @@ function refuseUnacceptableInput(request: FastifyRequest): void {
   }
 }
 
-export function defineOperation(app: FastifyInstance, services: Services, id: string, definition: OperationDefinition) {
+export function defineOperation<S extends OperationSchemas, Prepared = unknown>(
+  app: FastifyInstance,
+  services: Services,
+  id: string,
+  definition: OperationDefinition<S, Prepared>,
+) {
   const operation = operationById.get(id);
   if (operation === undefined) throw new Error(`unknown operation ${id}`);
   // No body (an empty one included, whatever its content-type) means `{}` where the body may be left out.
@@ -182,20 +203,23 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
     },
     handler: async (request, reply) => {
       const principal = request.principal as Principal;
+      const params = (request.params ?? {}) as Record<string, string>;
+      const workspace = await workspaceOf(operation, { request, principal, params, services });
+      // The schemas' types: fastify checked the body, query and params against them before this runs.
       const base = {
         request,
         principal,
-        params: (request.params ?? {}) as Record<string, string>,
-        query: request.query,
+        params: params as ParamsOf<S>,
+        query: request.query as QueryOf<S>,
         services,
       };
-      const workspace = await workspaceOf(operation, base);
+      const body = request.body as BodyOf<S>;
       if (!isMutation(operation.method)) {
         const answer = await definition.handler({
           ...base,
           workspace,
           db: services.pool,
-          body: request.body,
+          body,
           afterCommit: (effect) => void effect(),
         });
         return reply.code(answer.status).send(answer.body);
@@ -215,7 +239,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
       const prepared =
         definition.prepare === undefined || (await keyInUse(answers, sender.scope, key))
           ? undefined
-          : await definition.prepare({ ...base, workspace, body: request.body }).then(
+          : await definition.prepare({ ...base, workspace, body }).then(
               (value) => ({ value }),
               (error: unknown) => {
                 if (!(error instanceof ApiError) || error.status >= 500) throw error;
@@ -233,7 +257,7 @@ export function defineOperation(app: FastifyInstance, services: Services, id: st
             ...base,
             workspace,
             db,
-            body: request.body,
+            body,
             afterCommit,
             prepared: prepared?.value,
           });

@@ -83,7 +83,7 @@ export function agentRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: StateParams, body: StateBody, response: { 200: Agent } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const memberId = (context.params.memberId as string).toLowerCase();
+      const memberId = context.params.memberId.toLowerCase();
       const { principal } = context;
       if (principal.token?.kind === 'member' && principal.token.subjectId.toLowerCase() !== memberId) {
         throw new ApiError(

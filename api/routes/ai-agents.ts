@@ -122,7 +122,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: AiAgent } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await aiAgentById(context.db, workspace.id, context.params.id as string);
+      const row = await aiAgentById(context.db, workspace.id, context.params.id);
       return { status: 200, body: agentJson(row) };
     },
   });
@@ -145,7 +145,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const current = await aiAgentById(db, workspace.id, context.params.id as string, true);
+      const current = await aiAgentById(db, workspace.id, context.params.id, true);
       // A plan's ai_answer step names the provider too: changing it under a plan that uses the agent would break it.
       if (body.provider !== undefined && body.provider !== current.provider) {
         await refuseWhenUsed(db, 'AI agent', current.id);
@@ -166,7 +166,7 @@ export function aiAgentRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const row = await aiAgentById(db, workspace.id, context.params.id as string, true);
+      const row = await aiAgentById(db, workspace.id, context.params.id, true);
       await refuseWhenUsed(db, 'AI agent', row.id);
       await deleteAiAgent(db, row.id);
       return { status: 200, body: agentJson(row) };

@@ -4,46 +4,12 @@ import { Type } from 'typebox';
 import { announce, credentialChannel } from '../../core/change-notices.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { issueKey, type KeyRow, keyJson, keyScopes, listKeys, revokeKey } from '../../core/identity/applications.ts';
-import type { Scope } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
 import { defineOperation, type Services } from '../route.ts';
-import { DateTime, IdParams, ScopeList, Uuid } from '../schemas.ts';
+import { grantableScopes, requireHeldScopes } from '../scope-grants.ts';
+import { ApplicationKey, IdParams, IssuedKey, ScopeList } from '../schemas.ts';
 
 const maxOverlapDays = 30;
-
-export const ApplicationKey = Type.Object({
-  id: Uuid,
-  name: Type.Union([Type.String(), Type.Null()]),
-  prefix: Type.String({ description: 'The first characters of the key, to tell keys apart' }),
-  scopes: Type.Array(Type.String()),
-  workspaceId: Type.Union([Uuid, Type.Null()], { description: 'Set for workspace keys' }),
-  createdAt: DateTime,
-  lastUsedAt: Type.Union([DateTime, Type.Null()]),
-  revokedAt: Type.Union([DateTime, Type.Null()], { description: 'When the key stops (or stopped) working' }),
-});
-
-export const IssuedKey = Type.Object({
-  key: ApplicationKey,
-  apiKey: Type.String({ description: 'The secret, shown this once' }),
-});
-
-/**
- * The rule of operations 1-3, 5 and 10 (docs/foundation.md, Identity): a credential issues, mints or revokes only
- * what holds no scope it lacks itself. Throws 403 `insufficient_scope` naming the scopes it lacks.
- */
-export function requireHeldScopes(scopes: readonly string[], held: ReadonlySet<string>, action: string): void {
-  const lacking = [...new Set(scopes.filter((scope) => !held.has(scope)))];
-  if (lacking.length > 0) {
-    throw new ApiError('insufficient_scope', `${action} needs ${lacking.join(', ')}, which this credential lacks`);
-  }
-}
-
-/** A new key's or token's scopes: those asked for (by default the caller's own), never beyond the caller's. */
-export function grantableScopes(requested: string[] | undefined, held: ReadonlySet<string>): Scope[] {
-  const scopes = requested ?? [...held];
-  requireHeldScopes(scopes, held, 'granting these scopes');
-  return scopes as Scope[];
-}
 
 export function applicationKeyRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'createApplicationKey', {

@@ -14,9 +14,9 @@ import { Type } from 'typebox';
 import { SuperviseMode, supervisorReach } from '../../core/calls/supervision.ts';
 import { ApiError } from '../../core/errors.ts';
 import { actorOf } from '../auth.ts';
+import { Call, callJson, commandCall } from '../call-operations.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { IdParams, Uuid } from '../schemas.ts';
-import { Call, callJson, commandCall } from './calls.ts';
 
 const SuperviseBody = Type.Object(
   {
@@ -39,13 +39,13 @@ export function callSupervisionRoutes(app: FastifyInstance, services: Services) 
   defineOperation(app, services, 'superviseCall', {
     schemas: { params: IdParams, body: SuperviseBody, response: { 200: SuperviseAnswer } },
     handler: async (context) => {
-      const body = context.body as { memberId: string; mode: SuperviseMode };
+      const body = context.body;
       const memberId = body.memberId.toLowerCase();
       // Keys and member tokens only (api/operations.ts).
       const actor = actorOf(context.principal);
       const row = await commandCall(context, {
         action: 'supervise',
-        callId: context.params.id as string,
+        callId: context.params.id,
         id: randomUUID(),
         memberId,
         mode: body.mode,

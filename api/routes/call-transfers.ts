@@ -17,9 +17,9 @@ import { ApiError } from '../../core/errors.ts';
 import { unknownMembers } from '../../core/identity/members.ts';
 import { queueById } from '../../core/queues/queues.ts';
 import { actorOf } from '../auth.ts';
+import { Call, callJson, commandCall } from '../call-operations.ts';
 import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
 import { IdParams } from '../schemas.ts';
-import { Call, callJson, commandCall } from './calls.ts';
 
 /**
  * One object (code generators take it better than a union): `target` (with `warm`) starts a transfer, `action` ends
@@ -88,16 +88,12 @@ export function callTransferRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'transferCall', {
     schemas: { params: IdParams, body: TransferBody, response: { 200: TransferAnswer } },
     handler: async (context) => {
-      const body = context.body as { target?: Target; warm?: boolean; action?: 'complete' | 'cancel' };
-      const callId = context.params.id as string;
+      const body = context.body;
+      const callId = context.params.id;
       const actor = actorOf(context.principal);
-      if (
-        (body.target === undefined) === (body.action === undefined) ||
-        (body.action !== undefined && body.warm !== undefined)
-      ) {
-        throw new ApiError('invalid_request', 'body must have either target (and warm) or action');
-      }
+      const malformed = () => new ApiError('invalid_request', 'body must have either target (and warm) or action');
       if (body.action !== undefined) {
+        if (body.target !== undefined || body.warm !== undefined) throw malformed();
         const row = await commandCall(context, {
           action: 'finish_transfer',
           callId,
@@ -110,7 +106,8 @@ export function callTransferRoutes(app: FastifyInstance, services: Services) {
         }
         return { status: 200, body: { ...callJson(row), transfer: { action: body.action, actor } } };
       }
-      const target = lowerIds(body.target as Target);
+      if (body.target === undefined) throw malformed();
+      const target = lowerIds(body.target);
       const warm = body.warm ?? false;
       if (warm && 'queueId' in target) {
         throw new ApiError('invalid_request', 'a transfer to a queue is blind: body.warm must be false');

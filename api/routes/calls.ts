@@ -8,36 +8,16 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { ApiError, notFound } from '../../core/errors.ts';
-import { CallObject } from '../../core/events/types.ts';
-import {
-  type CallRow,
-  callStates,
-  listCalls,
-  callLegs,
-  callObject,
-  type LegRow,
-  workspaceCall,
-} from '../../core/calls/calls.ts';
-import { type CallCommand, type CommandedCall, recordCallCommand } from '../../core/calls/commands.ts';
+import { type CallRow, callStates, listCalls, callLegs, type LegRow, workspaceCall } from '../../core/calls/calls.ts';
 import { CallEndings } from '../call-endings.ts';
+import { Call, callJson, commandCall } from '../call-operations.ts';
 import type { Answer } from '../idempotency.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
-import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
+import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 /** How long a hangup waits for the owning engine to end the call. */
 const hangupWaitMillis = 5_000;
-
-export const Call = Type.Object({
-  ...CallObject.properties,
-  workspaceId: Uuid,
-  routingPlanId: Type.Union([Uuid, Type.Null()]),
-  routingPlanVersion: Type.Union([Type.Integer(), Type.Null()], { description: 'The plan version the call runs' }),
-  connectedAt: Type.Union([DateTime, Type.Null()], { description: 'When a second leg was first bridged' }),
-  stepsTaken: Type.Array(Type.String(), {
-    description: 'The plan steps the call went through, in order (filled in when the plan run ends)',
-  }),
-});
 
 const Leg = Type.Object({
   id: Uuid,
@@ -88,17 +68,6 @@ const CallListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export function callJson(row: CallRow) {
-  return {
-    ...callObject(row),
-    workspaceId: row.workspace_id,
-    routingPlanId: row.routing_plan_id,
-    routingPlanVersion: row.routing_plan_version,
-    connectedAt: row.connected_at?.toISOString() ?? null,
-    stepsTaken: row.steps_taken,
-  };
-}
-
 function legJson(row: LegRow) {
   return {
     id: row.id,
@@ -144,19 +113,6 @@ async function hangupOutcome(
   }
 }
 
-/**
- * Records a command on the workspace's call and announces it, in the request's idempotent transaction: recorded, so
- * that an engine that missed the notice (its listener reconnecting) finds it; the owning engine hears it once this
- * commits. A 4xx rolls the request back, so nothing is recorded or announced for a call not found (404) or over
- * (409 `call_ended`).
- */
-export async function commandCall(context: HandlerContext, command: CallCommand): Promise<CommandedCall> {
-  const row = await recordCallCommand(context.db, requireWorkspace(context).id, command);
-  if (row === undefined) throw notFound('call');
-  if (row.ended_at !== null) throw new ApiError('call_ended', 'the call has already ended');
-  return row;
-}
-
 export function callRoutes(app: FastifyInstance, services: Services) {
   const hangupWait = services.hangupWaitMs ?? hangupWaitMillis;
   // Waiting hangups hear that their call ended through one listening connection for the process.
@@ -172,7 +128,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
       const { query } = context;
       let since: Date | undefined;
       if (query.since !== undefined) {
-        since = new Date(query.since as string);
+        since = new Date(query.since);
         // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
         if (Number.isNaN(since.getTime())) {
           throw new ApiError('invalid_request', 'query.since must be an instant such as 2026-03-08T09:30:00Z');
@@ -198,7 +154,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: CallWithLegs } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await workspaceCall(context.db, context.params.id as string, workspace.id);
+      const row = await workspaceCall(context.db, context.params.id, workspace.id);
       if (row === undefined) throw notFound('call');
       const legs = await callLegs(context.db, row.id);
       return { status: 200, body: { ...callJson(row), legs: legs.map(legJson) } };
@@ -210,7 +166,7 @@ export function callRoutes(app: FastifyInstance, services: Services) {
     optionalBody: true,
     handler: async (context) => {
       const started = Date.now();
-      const row = await commandCall(context, { action: 'hangup', callId: context.params.id as string });
+      const row = await commandCall(context, { action: 'hangup', callId: context.params.id });
       // Stored as the answer until the wait below finishes (docs/calls.md: a retry meanwhile is 409
       // idempotency_in_progress, and a retry after a crash gets this one).
       return {
@@ -228,9 +184,9 @@ export function callRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'holdCall', {
     schemas: { params: IdParams, body: HoldBody, response: { 200: HoldAnswer } },
     handler: async (context) => {
-      const { hold } = context.body as { hold: boolean };
+      const { hold } = context.body;
       // A connected call only: for another, the 409 rolls the command back.
-      const row = await commandCall(context, { action: 'hold', callId: context.params.id as string, hold });
+      const row = await commandCall(context, { action: 'hold', callId: context.params.id, hold });
       if (row.state !== 'connected') {
         throw new ApiError('call_conflict', `the call is ${row.state}: only a connected call can be held or resumed`);
       }

@@ -16,6 +16,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Counter } from 'prom-client';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { mmsAccount } from '../../core/carriers/messaging.ts';
 import { ApiError } from '../../core/errors.ts';
@@ -126,14 +127,11 @@ export function carrierMmsRoutes(app: FastifyInstance, services: Services) {
     onRequest: (request: FastifyRequest) => authenticate(services, limiter, count, request),
   };
 
-  app.post('/carriers/:name/mms', { ...options, schema: { params: Params, body: InboundMms } }, async (request) => {
-    const { name } = request.params as { name: string };
-    const body = request.body as {
-      from: string;
-      to: string;
-      text?: string;
-      media: Array<{ url: string; contentType: string }>;
-    };
+  // Typed from the schemas (fastify checks the params and body against them before the handler runs).
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+  routes.post('/carriers/:name/mms', { ...options, schema: { params: Params, body: InboundMms } }, async (request) => {
+    const { name } = request.params;
+    const { body } = request;
     const text = body.text ?? '';
     if (text === '' && body.media.length === 0) {
       throw new ApiError('invalid_request', 'body.text or body.media is required: an MMS carries something');
@@ -145,16 +143,12 @@ export function carrierMmsRoutes(app: FastifyInstance, services: Services) {
     return { id: received.messageId };
   });
 
-  app.post(
+  routes.post(
     '/carriers/:name/mms/status',
     { ...options, schema: { params: Params, body: MmsStatus } },
     async (request, reply) => {
-      const { name } = request.params as { name: string };
-      const body = request.body as {
-        id: string;
-        status: 'delivered' | 'failed';
-        error?: { code: string; message: string };
-      };
+      const { name } = request.params;
+      const { body } = request;
       const delivered = body.status === 'delivered';
       await recordMmsStatus(services.pool, name, {
         carrierMessageId: body.id,

@@ -7,10 +7,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import {
-  deviceById,
   deviceJson,
   deviceKinds,
-  type DeviceOwner,
   type DeviceRow,
   listDevices,
   presenceLeaseSeconds,
@@ -22,9 +20,9 @@ import { issueSipCredentials } from '../../core/devices/sip-credentials.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { lockMember } from '../../core/identity/members.ts';
 import { lockLiveUser } from '../../core/identity/users.ts';
-import type { Principal } from '../auth.ts';
+import { ownDevice, ownerOf, tokenOwner } from '../device-owners.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { defineOperation, type HandlerContext, requireWorkspace, type Services } from '../route.ts';
+import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
 const Kind = Type.Enum([...deviceKinds], { description: 'browser, mobile or sip' });
@@ -63,29 +61,6 @@ const SipCredentials = Type.Object({
   password: Type.String({ description: 'Shown once; issuing again replaces it' }),
   issuedAt: DateTime,
 });
-
-/** The person a token acts for; undefined for an application key (the whole workspace). */
-function ownerOf(principal: Principal): DeviceOwner | undefined {
-  const token = principal.token;
-  if (token === undefined) return undefined;
-  return token.kind === 'member' ? { memberId: token.subjectId } : { userId: token.subjectId };
-}
-
-export function tokenOwner(principal: Principal): DeviceOwner {
-  const owner = ownerOf(principal);
-  // The operations calling this take user and member tokens only (api/operations.ts).
-  if (owner === undefined) throw new ApiError('forbidden', 'a device is registered with a user or member token');
-  return owner;
-}
-
-/** The token's own device named in the path (another person's is 404); with `lock`, locked until commit. */
-export async function ownDevice(context: HandlerContext, lock = false): Promise<DeviceRow> {
-  const workspace = requireWorkspace(context);
-  const owner = tokenOwner(context.principal);
-  const device = await deviceById(context.db, workspace.id, owner, context.params.id as string, lock);
-  if (device === undefined) throw notFound('device');
-  return device;
-}
 
 export function deviceRoutes(app: FastifyInstance, services: Services) {
   defineOperation(app, services, 'registerDevice', {
@@ -156,12 +131,7 @@ export function deviceRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 200: Device } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await unregisterDevice(
-        context.db,
-        workspace.id,
-        ownerOf(context.principal),
-        context.params.id as string,
-      );
+      const row = await unregisterDevice(context.db, workspace.id, ownerOf(context.principal), context.params.id);
       if (row === undefined) throw notFound('device');
       return { status: 200, body: deviceJson(row) };
     },

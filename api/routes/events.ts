@@ -47,7 +47,7 @@ export function eventRoutes(app: FastifyInstance, services: Services) {
       const types =
         query.type === undefined
           ? null
-          : (query.type as string)
+          : query.type
               .split(',')
               .map((type) => type.trim())
               .filter((type) => type !== '');
@@ -59,7 +59,7 @@ export function eventRoutes(app: FastifyInstance, services: Services) {
 
       let from = start;
       if (query.after !== undefined) {
-        const after = query.after as string;
+        const after = query.after;
         if (isUuid(after)) {
           // Resume where that event committed: from the oldest transaction still running when it was written.
           const resumeTx = await resumeTxOf(db, after, applicationId);

@@ -10,7 +10,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import parsePhoneNumber from 'libphonenumber-js';
 import { Type } from 'typebox';
 import { messageSettledChannel } from '../../core/change-notices.ts';
 import { ApiError } from '../../core/errors.ts';
@@ -31,6 +30,7 @@ import { parseSettledNotice, type SettledMessage } from '../../core/messages/sta
 import { claimDedupeHash, dedupeHash, duplicateWindowMs, takeOverDedupeHash } from '../../core/messages/dedupe.ts';
 import { checkMedia, MediaError, mediaDefaults } from '../../core/messages/media.ts';
 import { carrierTakesMms } from '../../core/carriers/messaging.ts';
+import { validE164 } from '../../core/numbers/e164.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import { actorOf } from '../auth.ts';
 import type { Answer } from '../idempotency.ts';
@@ -103,8 +103,7 @@ const MessageListQuery = Type.Object(
 
 /** `to` as E.164, or 400 naming the field: libphonenumber must take it as a valid number, written in E.164 already. */
 function recipient(to: string): string {
-  const parsed = new RegExp(e164Pattern).test(to) ? parsePhoneNumber(to) : undefined;
-  if (parsed === undefined || parsed.number !== to || !parsed.isValid()) {
+  if (validE164(to) !== to) {
     throw new ApiError('invalid_request', `body.to must be a valid phone number in E.164 form (like +14155550100)`);
   }
   return to;
@@ -173,11 +172,11 @@ async function sendsMms(
  * answers holds this request alone, up to the fetch's timeout). Nothing is fetched for a sender that cannot send MMS:
  * the send refuses it in its own order.
  */
-async function fetchMedia(context: PreparingContext): Promise<FetchedMedia | undefined> {
+async function fetchMedia(context: PreparingContext<{ body: typeof SendBody }>): Promise<FetchedMedia | undefined> {
   const { services } = context;
-  const urls = (context.body.mediaUrls ?? []) as string[];
+  const urls = context.body.mediaUrls ?? [];
   if (urls.length === 0) return undefined;
-  const from = context.body.from as string | { phoneNumberId: string };
+  const from = context.body.from;
   const sender = await senderOf(
     services.pool,
     requireWorkspace(context).id,
@@ -243,8 +242,8 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
     prepare: fetchMedia,
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const body = context.body as { from: string | { phoneNumberId: string }; to: string; text?: string };
-      const mediaUrls = (context.body.mediaUrls ?? []) as string[];
+      const { body } = context;
+      const mediaUrls = body.mediaUrls ?? [];
       const to = recipient(body.to);
       const text = body.text ?? '';
       if (text === '' && mediaUrls.length === 0) {
@@ -294,10 +293,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
         }
         await takeOverDedupeHash(context.db, hash, messageId);
       }
-      const media =
-        mediaUrls.length === 0
-          ? []
-          : await mmsMedia(context.db, sender.number, context.prepared as FetchedMedia | undefined);
+      const media = mediaUrls.length === 0 ? [] : await mmsMedia(context.db, sender.number, context.prepared);
       const started = Date.now();
       const row = await createOutboundMessage(context.db, {
         workspace: sender.workspace,
@@ -356,7 +352,7 @@ export function messageRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: MessageWithHistory } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const message = await getMessage(context.db, workspace.id, context.params.id as string);
+      const message = await getMessage(context.db, workspace.id, context.params.id);
       return {
         status: 200,
         body: { ...messageJson(message), statusHistory: statusHistoryJson(message.statusHistory) },

@@ -167,7 +167,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: PhoneNumber } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await numberById(context.db, workspace.id, context.params.id as string);
+      const row = await numberById(context.db, workspace.id, context.params.id);
       return { status: 200, body: numberJson(row) };
     },
   });
@@ -199,7 +199,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body } = context;
-      const current = await numberById(context.db, workspace.id, context.params.id as string, true);
+      const current = await numberById(context.db, workspace.id, context.params.id, true);
       if (body.emergencyAddress) {
         const problems = emergencyAddressProblems(body.emergencyAddress, current.region);
         if (problems.length > 0) {
@@ -248,7 +248,7 @@ export function numberRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, body: NoFields, response: { 200: PhoneNumber } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const current = await numberById(context.db, workspace.id, context.params.id as string, true);
+      const current = await numberById(context.db, workspace.id, context.params.id, true);
       if (current.routing_plan_id !== null) {
         throw new ApiError(
           'in_use',

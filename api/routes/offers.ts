@@ -20,12 +20,12 @@ import {
 import type { DeviceOwner } from '../../core/devices/devices.ts';
 import { ringModes } from '../../core/routing/definition.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
+import { ownDevice, tokenOwner } from '../device-owners.ts';
 import { LongPollPlaces } from '../long-polls.ts';
 import { OfferWaiters } from '../offer-waiters.ts';
 import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
-import { ownDevice, tokenOwner } from './devices.ts';
 
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
 const longPollSeconds = 10;
@@ -215,7 +215,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, querystring: OffersQuery, response: { 200: pageOf(PolledOffer) } },
     handler: async (context) => {
       const device = await ownDevice(context);
-      const { cursor, wait, known } = context.query as { cursor?: string; wait: number; known?: string };
+      const { cursor, wait, known } = context.query;
       const shown = new Set(known?.toLowerCase().split(',') ?? []);
       const changed = (rows: OfferRow[]) => rows.length !== shown.size || rows.some((row) => !shown.has(row.id));
       const read = () =>
@@ -268,10 +268,10 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const owner = tokenOwner(context.principal);
-      const sdp = context.body.sdp as string;
+      const sdp = context.body.sdp;
       const problem = sdpProblem(sdp);
       if (problem !== undefined) throw new ApiError('invalid_request', problem);
-      const offerId = context.params.id as string;
+      const offerId = context.params.id;
       const decision = await acceptOffer(context.db, workspace.id, owner, offerId, sdp);
       if (decision.outcome !== 'done') refuse(decision, offerId, 'accepted');
       return { status: 200, body: offerJson(decision.offer) };
@@ -284,7 +284,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const owner = tokenOwner(context.principal);
-      const offerId = context.params.id as string;
+      const offerId = context.params.id;
       const decision = await declineOffer(context.db, workspace.id, owner, offerId);
       if (decision.outcome !== 'done') refuse(decision, offerId, 'declined');
       return { status: 200, body: offerJson(decision.offer) };

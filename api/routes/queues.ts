@@ -173,7 +173,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: Queue } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await queueById(context.db, workspace.id, context.params.id as string);
+      const row = await queueById(context.db, workspace.id, context.params.id);
       return { status: 200, body: queueJson(row) };
     },
   });
@@ -197,7 +197,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
       const members = body.members === undefined ? null : await checkMembers(db, workspace.id, body.members);
-      const row = await updateQueue(db, workspace.id, context.params.id as string, {
+      const row = await updateQueue(db, workspace.id, context.params.id, {
         name: body.name ?? null,
         strategy: body.strategy ?? null,
         wrapUpSecs: body.wrapUpSecs ?? null,
@@ -219,7 +219,7 @@ export function queueRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const { db } = context;
       // Lock first, then look for users: a save or publish holding it share-locked has committed by now.
-      const row = await queueById(db, workspace.id, context.params.id as string, true);
+      const row = await queueById(db, workspace.id, context.params.id, true);
       await refuseWhenUsed(db, 'queue', row.id);
       await deleteQueue(db, row.id);
       await apiResources(context).delete('Queue', row.id);

@@ -213,7 +213,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     schemas: { params: IdParams, response: { 200: RoutingPlan } },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      return { status: 200, body: planJson(await readPlan(context.db, context.params.id as string, workspace.id)) };
+      return { status: 200, body: planJson(await readPlan(context.db, context.params.id, workspace.id)) };
     },
   });
 
@@ -232,7 +232,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db, body } = context;
-      const planId = context.params.id as string;
+      const planId = context.params.id;
       const { newestVersion } = await lockPlan(db, planId, workspace.id);
       if (body.definition !== undefined) {
         checkSize(body.definition);
@@ -264,7 +264,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db, body } = context;
-      const planId = context.params.id as string;
+      const planId = context.params.id;
       await lockPlan(db, planId, workspace.id);
       const version = await planVersion(db, planId, body.version ?? null);
       if (version === undefined) throw notFound(`version ${body.version} of this routing plan`);
@@ -285,7 +285,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db, body } = context;
-      const planId = context.params.id as string;
+      const planId = context.params.id;
       await lockPlan(db, planId, workspace.id);
       const plan = await readPlan(db, planId, workspace.id);
       if (plan.published_version === null) {
@@ -326,7 +326,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const planId = context.params.id as string;
+      const planId = context.params.id;
       const plan = await readPlan(context.db, planId, workspace.id);
       let before = plan.newest_version + 1;
       if (context.query.cursor !== undefined) {
@@ -362,7 +362,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const planId = context.params.id as string;
+      const planId = context.params.id;
       await lockPlan(db, planId, workspace.id);
       const plan = await readPlan(db, planId, workspace.id);
       if (plan.assignments.length > 0) {

@@ -132,7 +132,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     },
     handler: async (context) => {
       const workspace = requireWorkspace(context);
-      const row = await scheduleById(context.db, workspace.id, context.params.id as string);
+      const row = await scheduleById(context.db, workspace.id, context.params.id);
       const at = context.query.at === undefined ? new Date() : new Date(context.query.at);
       // The date-time format lets through a leap second (23:59:60) or an hour-only offset (+05) that Date cannot read.
       if (Number.isNaN(at.getTime())) {
@@ -159,7 +159,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { body, db } = context;
-      const current = await scheduleById(db, workspace.id, context.params.id as string, true);
+      const current = await scheduleById(db, workspace.id, context.params.id, true);
       const hours: ScheduleHours = {
         timezone: body.timezone ?? current.timezone,
         weeklyHours: body.weeklyHours ?? current.weekly_hours,
@@ -176,7 +176,7 @@ export function scheduleRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const workspace = requireWorkspace(context);
       const { db } = context;
-      const row = await scheduleById(db, workspace.id, context.params.id as string, true);
+      const row = await scheduleById(db, workspace.id, context.params.id, true);
       await refuseWhenUsed(db, 'schedule', row.id);
       await deleteSchedule(db, row.id);
       return { status: 200, body: scheduleJson(row) };

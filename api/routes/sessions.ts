@@ -8,11 +8,10 @@ import { Type } from 'typebox';
 import { ApiError } from '../../core/errors.ts';
 import { memberByEmail } from '../../core/identity/members.ts';
 import { workspaceAndUser } from '../../core/identity/workspaces.ts';
-import type { Scope } from '../../core/scopes.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { grantableScopes } from '../scope-grants.ts';
 import { DateTime, ScopeList, Uuid } from '../schemas.ts';
 import { mintToken, type TokenClaims } from '../tokens.ts';
-import { grantableScopes } from './application-keys.ts';
 
 export const Session = Type.Object({
   token: Type.String({ description: 'Opaque; send as Authorization: Bearer' }),
@@ -94,7 +93,7 @@ export function sessionRoutes(app: FastifyInstance, services: Services) {
       // looked up in the workspace the login names (so within its application) and nowhere else.
       const member = await memberByEmail(db, ref.id, login.email);
       if (member === undefined) throw new ApiError('forbidden', 'this login is not a member of that workspace');
-      const scopes = grantableScopes(body.scopes, new Set(member.scopes)) as Scope[];
+      const scopes = grantableScopes(body.scopes, new Set(member.scopes));
       return session(services.keys.tokens, {
         kind: 'member',
         applicationId: ref.applicationId,

@@ -5,12 +5,12 @@
  * peer opted out of that number is 409 `recipient_opted_out`, with nothing written or counted.
  */
 import type { FastifyInstance } from 'fastify';
-import { isValidPhoneNumber, parsePhoneNumberWithError } from 'libphonenumber-js';
 import { Type } from 'typebox';
 import { dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { ApiError, notFound } from '../../core/errors.ts';
 import { createOutboundMessage } from '../../core/messages/messages.ts';
 import { isOptedOut } from '../../core/messages/opt-outs.ts';
+import { validE164 } from '../../core/numbers/e164.ts';
 import { senderOf } from '../../core/numbers/numbers.ts';
 import {
   checkVerification,
@@ -59,13 +59,11 @@ const shownCodeText = (code: string) => codeText('*'.repeat(code.length));
 
 /** `to` in E.164 when libphonenumber takes it for a valid number; otherwise 400 `invalid_request`. */
 function recipient(to: string): string {
-  const invalid = () => new ApiError('invalid_request', 'to must be a valid phone number in E.164 form (+ and digits)');
-  if (!/^\+[1-9][0-9]{1,14}$/.test(to) || !isValidPhoneNumber(to)) throw invalid();
-  try {
-    return parsePhoneNumberWithError(to).number;
-  } catch {
-    throw invalid();
+  const e164 = validE164(to);
+  if (e164 === undefined) {
+    throw new ApiError('invalid_request', 'to must be a valid phone number in E.164 form (+ and digits)');
   }
+  return e164;
 }
 
 export function verificationRoutes(app: FastifyInstance, services: Services) {
@@ -74,8 +72,8 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
     handler: async (context) => {
       const { db, body, principal } = context;
       const workspace = requireWorkspace(context);
-      const to = recipient(body.to as string);
-      const channel = body.channel as 'sms' | 'call';
+      const to = recipient(body.to);
+      const channel = body.channel;
       // The sender is checked before anything is written or counted: a refused send is no send.
       let sender;
       if (channel === 'sms') {
@@ -125,8 +123,8 @@ export function verificationRoutes(app: FastifyInstance, services: Services) {
       const workspace = requireWorkspace(context);
       const status = await checkVerification(context.db, {
         workspaceId: workspace.id,
-        id: context.params.id as string,
-        code: context.body.code as string,
+        id: context.params.id,
+        code: context.body.code,
         hashKey: services.keys.verificationHashes,
       });
       if (status === undefined) throw notFound('verification');

@@ -304,7 +304,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
       if (foreign !== undefined) {
         throw new ApiError('invalid_request', `body.${foreign} does not go with scope "${scope}"`);
       }
-      const endpoint = await ownEndpoint(db, params.id as string, applicationId);
+      const endpoint = await ownEndpoint(db, params.id, applicationId);
       const streamKey: string | null = body.streamKey ?? null;
 
       if (scope === 'parked') {
@@ -328,7 +328,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services) {
         selection = { since, until, streamKey, eventTypes: endpoint.event_types };
       } else {
         if (body.eventIds === undefined) throw new ApiError('invalid_request', 'scope "events" needs body.eventIds');
-        const ids = body.eventIds as string[];
+        const ids = body.eventIds;
         const found = await eventsByIds(db, applicationId, ids);
         const byId = new Map(found.map((row) => [row.id, row]));
         const unknown = ids.filter((id) => !byId.has(id.toLowerCase()));

@@ -13,9 +13,9 @@ import {
 import { defaultHelpReply, helpTextProblem } from '../../core/messages/keywords.ts';
 import { workspaceKeyScopes } from '../../core/scopes.ts';
 import { ListQuery, listPage } from '../pagination.ts';
-import { defineOperation, type Services } from '../route.ts';
-import { DateTime, IdParams, Uuid } from '../schemas.ts';
-import { IssuedKey, requireHeldScopes } from './application-keys.ts';
+import { defineOperation, requireWorkspace, type Services } from '../route.ts';
+import { requireHeldScopes } from '../scope-grants.ts';
+import { DateTime, IdParams, IssuedKey, Uuid } from '../schemas.ts';
 
 const Prefix = Type.String({ pattern: '^\\+[0-9]{1,15}$', description: 'An E.164 prefix such as +1 or +4420' });
 
@@ -205,8 +205,9 @@ export function workspaceRoutes(app: FastifyInstance, services: Services) {
       body: Type.Object({ name: Type.Optional(Name) }, { additionalProperties: false }),
       response: { 201: IssuedKey },
     },
-    handler: async ({ db, body, principal, workspace }) => {
-      const ref = workspace as NonNullable<typeof workspace>;
+    handler: async (context) => {
+      const { db, body, principal } = context;
+      const ref = requireWorkspace(context);
       requireHeldScopes(workspaceKeyScopes, principal.scopes, 'issuing a workspace key');
       const issued = await issueKey(db, {
         applicationId: ref.applicationId,
