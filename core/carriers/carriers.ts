@@ -151,3 +151,12 @@ export async function removeEngineCarriers(db: Queryable, engine: string, keep: 
 export async function removeAllEngineCarriers(db: Queryable, engine: string): Promise<void> {
   await db.query('DELETE FROM carriers WHERE engine = $1', [engine]);
 }
+
+/**
+ * Sets a carrier's messaging settings (`settings` as stored JSON, core/carriers/messaging.ts), or removes them with
+ * null. False when there is no such carrier.
+ */
+export async function writeCarrierMessaging(db: Queryable, name: string, settings: string | null): Promise<boolean> {
+  const result = await db.query('UPDATE carriers SET messaging = $2 WHERE name = $1', [name, settings]);
+  return result.rowCount !== 0;
+}

@@ -10,7 +10,7 @@ import type { Queryable } from '../database.ts';
 import { openSecret, sealSecret } from '../sealing.ts';
 import ipaddr from 'ipaddr.js';
 import { checkWebhookUrl } from '../webhooks/url.ts';
-import { CarrierInputError, hostPattern } from './carriers.ts';
+import { CarrierInputError, hostPattern, writeCarrierMessaging } from './carriers.ts';
 
 export interface MessagingSettings {
   host: string;
@@ -92,11 +92,8 @@ export async function setCarrierMessaging(
     const checked = check(input);
     stored = { ...checked, password: sealSecret(secretsKey, checked.password, `smpp:${name}`) };
   }
-  const result = await db.query('UPDATE carriers SET messaging = $2 WHERE name = $1', [
-    name,
-    stored === null ? null : JSON.stringify(stored),
-  ]);
-  if (result.rowCount === 0) throw new CarrierInputError(`there is no carrier "${name}" (add it first)`);
+  const found = await writeCarrierMessaging(db, name, stored === null ? null : JSON.stringify(stored));
+  if (!found) throw new CarrierInputError(`there is no carrier "${name}" (add it first)`);
   if (stored === null) return { name, messaging: null };
   const { password, ...shown } = stored;
   return { name, messaging: { ...shown, hasPassword: password !== '' } };

@@ -7,6 +7,7 @@
 import type { Queryable } from '../database.ts';
 import { keysetPage, type PageWindow } from '../rows.ts';
 import { type BindingJson, bindingsFromJson, liveBindingsJson, type SipBinding } from './sip-bindings.ts';
+import { removeSipCredentials } from './sip-credentials.ts';
 
 export type DeviceKind = 'browser' | 'mobile' | 'sip';
 export const deviceKinds: readonly DeviceKind[] = ['browser', 'mobile', 'sip'];
@@ -113,8 +114,7 @@ export async function registerDevice(
                 updated_at = clock_timestamp() WHERE id = $1`,
         [existing.id, registration.kind, registration.name],
       );
-      if (registration.kind !== 'sip')
-        await db.query('DELETE FROM sip_credentials WHERE device_id = $1', [existing.id]);
+      if (registration.kind !== 'sip') await removeSipCredentials(db, existing.id);
       return { outcome: 'reregistered', device: await readDevice(db, existing.id) };
     }
   }

@@ -182,3 +182,8 @@ export async function sweepExpiredSipBindings(db: Queryable, now: Date, limit = 
   );
   return result.rowCount ?? 0;
 }
+
+/** Removes every binding of a device (its credentials were replaced: a phone registered with the old ones is never rung). */
+export async function unbindDevice(db: Queryable, deviceId: string): Promise<void> {
+  await db.query('DELETE FROM sip_bindings WHERE device_id = $1', [deviceId]);
+}

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../database.ts';
 import { openSecret, sealSecret } from '../sealing.ts';
+import { unbindDevice } from './sip-bindings.ts';
 
 export interface IssuedSipCredentials {
   deviceId: string;
@@ -28,10 +29,11 @@ export async function issueSipCredentials(
   const username = `sb${randomBytes(12).toString('hex')}`;
   const password = randomBytes(24).toString('base64url');
   const sealed = sealSecret(key, password, associatedData(deviceId, username));
-  // The old credentials' bindings go in the same statement: a phone registered with the old password is never rung.
+  // The old credentials' bindings go in the same transaction (the caller's): a phone registered with the old
+  // password is never rung.
+  await unbindDevice(db, deviceId);
   const result = await db.query<{ issued_at: Date }>(
-    `WITH unbound AS (DELETE FROM sip_bindings WHERE device_id = $1)
-     INSERT INTO sip_credentials (device_id, username, password_sealed) VALUES ($1, $2, $3)
+    `INSERT INTO sip_credentials (device_id, username, password_sealed) VALUES ($1, $2, $3)
        ON CONFLICT (device_id) DO UPDATE
          SET username = EXCLUDED.username, password_sealed = EXCLUDED.password_sealed, issued_at = clock_timestamp()
        RETURNING issued_at`,
@@ -56,4 +58,9 @@ export async function sipCredentialsOf(
     deviceId: row.device_id,
     password: openSecret(key, row.password_sealed, associatedData(row.device_id, username)),
   };
+}
+
+/** Removes a device's credentials (it is no longer a SIP device). */
+export async function removeSipCredentials(db: Queryable, deviceId: string): Promise<void> {
+  await db.query('DELETE FROM sip_credentials WHERE device_id = $1', [deviceId]);
 }
