@@ -98,6 +98,8 @@ class NoticeConnection {
   private readonly subscribers = new Map<string, Set<Subscriber>>();
   /** The channels the current client LISTENs on. */
   private readonly listened = new Set<string>();
+  /** The last LISTEN or UNLISTEN sent: the next waits for it. */
+  private commands: Promise<void> = Promise.resolve();
   private retryDelay = firstRetryMs;
   private retryTimer: NodeJS.Timeout | undefined;
   private ended = false;
@@ -139,7 +141,7 @@ class NoticeConnection {
       this.subscribers.delete(subscriber.channel);
       const client = this.client;
       if (client !== undefined && this.listened.delete(subscriber.channel)) {
-        await client.query(`UNLISTEN ${client.escapeIdentifier(subscriber.channel)}`).catch(() => {});
+        await this.command(client, `UNLISTEN ${client.escapeIdentifier(subscriber.channel)}`).catch(() => {});
       }
     }
     if (this.subscribers.size > 0) return;
@@ -189,8 +191,17 @@ class NoticeConnection {
 
   private async listenOn(client: pg.Client, channel: string): Promise<void> {
     if (this.listened.has(channel)) return;
-    await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+    await this.command(client, `LISTEN ${client.escapeIdentifier(channel)}`);
     this.listened.add(channel);
+  }
+
+  /** Runs LISTEN and UNLISTEN one at a time on the connection (pg's client takes one query at a time). */
+  private command(client: pg.Client, text: string): Promise<void> {
+    const run = this.commands.then(async () => {
+      await client.query(text);
+    });
+    this.commands = run.catch(() => {});
+    return run;
   }
 
   private deliver(channel: string, payload: string): void {
