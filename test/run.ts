@@ -95,12 +95,46 @@ const heavy = [
   'test/engine/webrtc-g711.test.ts',
 ];
 
+/** How long one ava run may take before it is stopped: far beyond a slow machine's, so only a hang reaches it. */
+const runLimitMs = 90 * 60_000;
+
+/**
+ * Runs ava in a process group of its own. When it exits, whatever its tests started and left running (an engine
+ * process, a sipp, a browser) is killed with the group, so the run ends; a run that outlives `runLimitMs` (a worker
+ * that hangs after ava's own timeout has named the pending tests) is stopped the same way and fails.
+ */
 function runAva(args: string[]): Promise<number> {
   const ava = spawn(process.execPath, [path.resolve('node_modules/ava/entrypoints/cli.mjs'), ...args], {
     stdio: 'inherit',
     env: process.env,
+    detached: true,
   });
-  return new Promise((resolve) => ava.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))));
+  const group = ava.pid;
+  const killGroup = (signal: NodeJS.Signals) => {
+    if (group === undefined) return;
+    try {
+      process.kill(-group, signal);
+    } catch {
+      // The group is gone already.
+    }
+  };
+  // Ctrl-C or a stop of the run reaches the tests, as it would without a group of their own.
+  const forward = (signal: NodeJS.Signals) => killGroup(signal);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  const limit = setTimeout(() => {
+    process.stderr.write(`npm test: ava still running after ${runLimitMs / 60_000} minutes; stopped\n`);
+    killGroup('SIGKILL');
+  }, runLimitMs);
+  return new Promise((resolve) =>
+    ava.on('exit', (exitCode, signal) => {
+      clearTimeout(limit);
+      process.off('SIGINT', forward);
+      process.off('SIGTERM', forward);
+      killGroup('SIGKILL');
+      resolve(exitCode ?? (signal ? 1 : 0));
+    }),
+  );
 }
 
 let code: number;
@@ -122,7 +156,7 @@ process.exit(code);
 
 /**
  * Whether any of `files` imports, directly or through other files of the repository, the test database helper
- * (test/helpers/database.ts, the only reader of the suite's DATABASE_URL).
+ * (test/helpers/database.ts, the only reader of the suite's DATABASE_URL), or cannot be read.
  */
 async function reachesDatabase(files: readonly string[]): Promise<boolean> {
   const helper = path.resolve('test/helpers/database.ts');
@@ -132,7 +166,9 @@ async function reachesDatabase(files: readonly string[]): Promise<boolean> {
     if (file === helper) return true;
     if (seen.has(file)) continue;
     seen.add(file);
-    const text = await readFile(file, 'utf8').catch(() => '');
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    // A file that cannot be read is not known to be pure: the run gets its database.
+    if (text === undefined) return true;
     for (const [, specifier] of text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
       if (specifier !== undefined) waiting.push(path.resolve(path.dirname(file), specifier));
     }
