@@ -128,9 +128,9 @@ test('sends at the carrier’s throughput', async (t) => {
   smsc.on('submit', () => times.push(Date.now()));
   store.add(carrier, 6);
   await store.settled(carrier);
-  // Six parts at 20 a second: five gaps of 50 ms (less a margin for the first arrival's delay); unpaced they come
-  // within a few milliseconds.
-  t.true(times.at(-1)! - times[0]! >= 200, `took ${times.at(-1)! - times[0]!} ms`);
+  // Six parts at 20 a second: five gaps of 50 ms; unpaced they come within a few milliseconds. A first part that
+  // comes late on a busy machine is caught up on (the pacing keeps its schedule), so the bound keeps three gaps.
+  t.true(times.at(-1)! - times[0]! >= 150, `took ${times.at(-1)! - times[0]!} ms`);
 });
 
 test('a throttling answer puts the part back for later, and it is sent again and acknowledged', async (t) => {
