@@ -1,5 +1,5 @@
 /**
- * RTP media for SIP calls (engine/media, docs/calls.md): the port pool, MediaEndpoints talking over loopback UDP in
+ * RTP media for SIP calls (engine/media, docs/calls.md): the port pool, RtpEndpoints talking over loopback UDP in
  * PCMU and PCMA, paced playback, RFC 4733 DTMF both ways, malformed and foreign packets, SDP offer/answer, WAV
  * recording, bridging a PCMU leg with a PCMA leg, and prompts (espeak-ng TTS, and WAV files over HTTPS from a server
  * with a certificate of the test CA, trusted through NODE_EXTRA_CA_CERTS set by test/run.ts).
