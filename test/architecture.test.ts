@@ -64,6 +64,15 @@ test('each folder imports only what docs/architecture.md allows', (t) => {
   t.deepEqual(refused, [], `imports across the folders' rules:\n${refused.join('\n')}`);
 });
 
+/** The text of a string or template literal (a template's parts joined by spaces); undefined for any other node. */
+function literalText(node: ts.Node): string | undefined {
+  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
+  if (ts.isTemplateExpression(node)) {
+    return [node.head.text, ...node.templateSpans.map((span) => span.literal.text)].join(' ');
+  }
+  return undefined;
+}
+
 /** SQL statements, in capitals as this code base writes them. */
 const sql = /\bSELECT\s[\s\S]*\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b/;
 
@@ -72,12 +81,7 @@ test('no SQL in api/routes/ or operator/: each table has its module under core/'
   for (const file of [...sources('api/routes'), ...sources('operator')]) {
     const lines: number[] = [];
     for (const node of nodes(parse(file))) {
-      const text =
-        ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)
-          ? node.text
-          : ts.isTemplateExpression(node)
-            ? [node.head.text, ...node.templateSpans.map((span) => span.literal.text)].join(' ')
-            : undefined;
+      const text = literalText(node);
       if (text === undefined || !sql.test(text)) continue;
       lines.push(node.getSourceFile().getLineAndCharacterOfPosition(node.getStart()).line + 1);
     }
@@ -148,12 +152,7 @@ test('each table is written by its own module under core/ only', (t) => {
   for (const folder of sourceFolders) {
     for (const file of sources(folder)) {
       for (const node of nodes(parse(file))) {
-        const text =
-          ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)
-            ? node.text
-            : ts.isTemplateExpression(node)
-              ? [node.head.text, ...node.templateSpans.map((span) => span.literal.text)].join(' ')
-              : undefined;
+        const text = literalText(node);
         if (text === undefined) continue;
         for (const match of text.matchAll(writes)) {
           const table = match[1] ?? match[2] ?? '';
