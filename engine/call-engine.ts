@@ -2,7 +2,7 @@
  * The call engine of the engine role (docs/calls.md), wired together here: SIP on UDP and TCP, an RTP port pool,
  * prompts, carriers and the admission of inbound calls, the registrar of SIP devices (sip/registrar.ts), the API's
  * call commands (calls/commands.ts), the offers of ringing calls (calls/offer-watch.ts) and the queue distributor
- * (queue-distributor.ts, docs/contact-center.md). At start it ends the calls (and their queue entries) a previous run
+ * (calls/steps/queue/distributor.ts, docs/contact-center.md). At start it ends the calls (and their queue entries) a previous run
  * of the same engine owned; at close it hangs up its calls.
  */
 import { hostname } from 'node:os';
@@ -28,7 +28,7 @@ import { PortPool } from './media/rtp.ts';
 import { CarrierDirectory } from './sip/carriers.ts';
 import { Registrar, type RegistrarOptions } from './sip/registrar.ts';
 import { SipEndpoint } from './sip/sip-endpoint.ts';
-import { QueueDistributor } from './queue-distributor.ts';
+import { QueueDistributor } from './calls/steps/queue/distributor.ts';
 
 export interface CallEngine {
   sipPort: number;

@@ -287,7 +287,10 @@ export async function addLeg(
   return (result.rows[0] as { id: string }).id;
 }
 
-/** A leg's state; a leg that has ended stays ended (an answer noted late does not reopen it). */
+/**
+ * A leg's state; a leg that has ended stays ended (an answer noted late does not reopen it), and one answered keeps
+ * the time of its first answer.
+ */
 export async function setLegState(
   pool: pg.Pool,
   legId: string,
@@ -296,7 +299,7 @@ export async function setLegState(
 ): Promise<void> {
   await pool.query(
     `UPDATE call_legs SET state = $2,
-            answered_at = CASE WHEN $2 = 'answered' THEN clock_timestamp() ELSE answered_at END,
+            answered_at = CASE WHEN $2 = 'answered' THEN coalesce(answered_at, clock_timestamp()) ELSE answered_at END,
             ended_at = CASE WHEN $2 = 'ended' THEN coalesce(ended_at, clock_timestamp()) ELSE ended_at END,
             packets_in = coalesce($3, packets_in), packets_out = coalesce($4, packets_out)
       WHERE id = $1 AND (ended_at IS NULL OR $2 = 'ended')`,

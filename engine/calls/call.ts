@@ -1,13 +1,12 @@
 /**
  * A call in progress on this engine (docs/architecture.md, "A call, its legs and its steps"): its record, its state,
- * its legs (the caller's, and a forward's while bridged), and its end, which happens once whatever asks for it (the
+ * its legs (the caller's, and a party's while connected), and its end, which happens once whatever asks for it (the
  * caller's BYE, the plan, a call command from the API, shutdown). It is the `CallControl` the routing steps drive:
- * prompts and keys on the caller's leg, voicemail, a forward dialled out and bridged, ring rounds, a queue's wait,
- * hangup. How a call arrives is not its business (admission.ts for an INVITE from a carrier).
- *
- * A queue's callback (queueing.ts) lets the caller's leg go while the call waits on, and later dials the caller back:
- * that leg is then the caller's (`caller` changes; a call without one plays nothing and its BYE goes nowhere). A
- * transfer (transfer.ts) moves the caller on once the step's connection is over (`afterConnection`).
+ * prompts and keys on the caller's leg, voicemail, a forward, ring rounds, a queue's wait, hangup. How a call
+ * arrives is not its business (admission.ts for an INVITE from a carrier). A queue's callback lets the caller's leg
+ * go while the call waits on, and later dials the caller back: that leg is then the caller's (`caller` changes; a
+ * call without one plays nothing and its BYE goes nowhere). A transfer (transfer.ts) moves the caller on once the
+ * step's connection is over (`afterConnection`).
  */
 import { type CallRow, changeState, endCall, setLegState } from '../../core/calls/calls.ts';
 import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/definition.ts';
@@ -15,17 +14,23 @@ import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { FinishTransferCommand, SuperviseCommand, TransferCommand } from '../../core/calls/commands.ts';
 import type { RtpEndpoint } from '../media/rtp.ts';
 import type { CallControl, Prompt, QueueCall, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
-import { bridgeDialled, type Dialled, type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
+import { connectParty } from './connect-party.ts';
+import { type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
 import { type AsideRound, type CallerMedia, connectionOf, holdSignal } from './connection.ts';
 import { promptAudio } from './prompt-audio.ts';
 import { Supervisions } from './supervision.ts';
 import { type TransferHost, transferQueueRequest, Transfers, transferRingMs } from './transfer.ts';
 import type { Leg } from './leg.ts';
-import { waitInQueue } from './queueing.ts';
-import { type QueuedRound, ringRound, type RoundContext } from './ringing.ts';
+import type { SipDialogLeg } from './legs/sip-dialog.ts';
+import { waitInQueue } from './steps/queue/wait.ts';
+import { ringRound, type RoundContext } from './steps/ring/round.ts';
+import { ringAndConnect } from './steps/ring/winner.ts';
 import { runPlan } from './runner.ts';
 import type { CallServices } from './services.ts';
 import { recordVoicemail } from './voicemail-recording.ts';
+
+/** A ring round's own caller side and end (a warm transfer's consultation, a supervisor), or a queue's offer. */
+type RoundOptions = Pick<RoundContext, 'queued' | 'aside'> & { caller?: CallerMedia; gone?: AbortSignal };
 
 export class Call implements CallControl {
   ended = false;
@@ -42,8 +47,6 @@ export class Call implements CallControl {
   private readonly offerListeners = new Set<() => void>();
   /** The caller's leg now: none while a queue's callback waits, the dialled one once the caller is called back. */
   private caller: Leg | undefined;
-  /** Forgets the carrier's account of a dialled-back caller's leg. */
-  private releaseDialled: (() => void) | undefined;
   /** Run before the end is recorded (a queue's entry leaving). */
   private readonly endHooks: Array<() => Promise<void>> = [];
   /** Transfers and supervisors' legs asked of the call (transfer.ts, supervision.ts). */
@@ -97,10 +100,6 @@ export class Call implements CallControl {
   private get media(): RtpEndpoint {
     if (this.caller === undefined) throw new Error('the caller is not on the line');
     return this.caller.media;
-  }
-
-  get signal(): AbortSignal {
-    return this.gone.signal;
   }
 
   /** The call is answered: it runs the plan version it started with, and hangs up if the plan fails. */
@@ -194,17 +193,20 @@ export class Call implements CallControl {
    */
   async forward(to: string, timeoutMs: number): Promise<boolean> {
     if (this.ended) return false;
-    const dialled = await this.dial(to, 'forward', timeoutMs, this.gone.signal);
-    if (dialled === undefined) return false;
-    await bridgeDialled(this.services, { callId: this.row.id, caller: this.media, gone: this.gone.signal }, dialled, {
-      role: 'forward',
-    });
+    const leg = await this.dial(to, 'forward', timeoutMs, this.gone.signal);
+    if (leg === undefined) return false;
+    const { ended } = await connectParty(
+      this.services,
+      { callId: this.row.id, caller: this.media, gone: this.gone.signal },
+      { leg, who: { role: 'forward' } },
+    );
+    await ended;
     await this.transfers.afterConnection();
     return true;
   }
 
   /** Dials `to` from the called number through its carrier (dial-out.ts); what cannot be dialled is noted. */
-  private dial(to: string, role: DialRole, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined> {
+  private dial(to: string, role: DialRole, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined> {
     return dialOut(this.services, {
       callId: this.row.id,
       workspaceId: this.row.workspace_id,
@@ -219,14 +221,13 @@ export class Call implements CallControl {
   }
 
   /**
-   * One round of a `ring` step (ringing.ts): the people's live devices offered the call and the cells dialled out
-   * through the called number's carrier, ringback to the caller, and the first to answer bridged to the caller until
-   * either side hangs up (`answered`).
+   * One round of a `ring` step (steps/ring/round.ts): the people's live devices offered the call and the cells
+   * dialled out through the called number's carrier, ringback to the caller, and the first to answer connected to the
+   * caller until either side hangs up (`answered`).
    */
-  async ring(targets: readonly RingTarget[], timeoutMs: number, queued?: QueuedRound): Promise<RingOutcome> {
-    const outcome = await this.ringWith(targets, timeoutMs, queued === undefined ? {} : { queued });
-    // A queue's offer is the queue's: it moves on after its own end of the call (the agent's wrap-up).
-    if (outcome === 'answered' && queued === undefined) await this.transfers.afterConnection();
+  async ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome> {
+    const outcome = await this.ringWith(targets, timeoutMs, {});
+    if (outcome === 'answered') await this.transfers.afterConnection();
     return outcome;
   }
 
@@ -234,14 +235,19 @@ export class Call implements CallControl {
   private async ringWith(
     targets: readonly RingTarget[],
     timeoutMs: number,
-    options: { queued?: QueuedRound; caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
+    options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
   ): Promise<RingOutcome> {
     if (this.ended) return 'unanswered';
+    return ringAndConnect(this.services, this.round(options), targets, timeoutMs);
+  }
+
+  /** The next ring round of the call: its number (`ringSeq`), what it rings to and how long it may last. */
+  private round(options: RoundOptions): RoundContext {
     this.ringSeq += 1;
     const { queued, aside } = options;
     // The caller's media is read when the round needs it: a queue's callback has dialled the caller by then.
     const media = () => options.caller ?? this.media;
-    const round: RoundContext = {
+    return {
       callId: this.row.id,
       workspaceId: this.row.workspace_id,
       ringSeq: this.ringSeq,
@@ -258,10 +264,9 @@ export class Call implements CallControl {
       ...(queued === undefined ? {} : { queued }),
       ...(aside === undefined ? {} : { aside }),
     };
-    return ringRound(this.services, round, targets, timeoutMs);
   }
 
-  /** A `queue` step's wait (queueing.ts): answered and bridged, overflowed, or ended. */
+  /** A `queue` step's wait (steps/queue/wait.ts): answered and connected, overflowed, or ended. */
   async queue(request: QueueStepRequest): Promise<QueueOutcome> {
     const outcome = await this.waitInQueue(request);
     if (outcome === 'answered') await this.transfers.afterConnection();
@@ -280,14 +285,15 @@ export class Call implements CallControl {
         const leg = this.caller;
         return leg === undefined ? () => {} : leg.onDtmf(listener);
       },
-      ring: (targets, timeoutMs, queued) => this.ring(targets, timeoutMs, queued),
+      ring: async (targets, timeoutMs, queued) =>
+        this.ended ? undefined : ringRound(this.services, this.round({ queued }), targets, timeoutMs),
       beforeEnd: (hook) => void this.endHooks.push(hook),
       say: async (text) => void (await this.play({ tts: text })),
       releaseCaller: (goodbye) => this.releaseCaller(goodbye),
       dialBack: async (number, timeoutMs) => {
-        const dialled = await this.dial(number, 'callback', timeoutMs, this.gone.signal);
-        if (dialled === undefined) return false;
-        this.dialledBack(dialled);
+        const leg = await this.dial(number, 'callback', timeoutMs, this.gone.signal);
+        if (leg === undefined) return false;
+        this.dialledBack(leg);
         return true;
       },
       dropCaller: () => this.releaseCaller(),
@@ -300,13 +306,12 @@ export class Call implements CallControl {
   }
 
   /** A dialled-back caller is the caller from now (until the call ends or lets them go). */
-  private dialledBack(dialled: Dialled): void {
+  private dialledBack(leg: SipDialogLeg): void {
     if (this.ended) {
-      void hangUpDialled(this.services, dialled);
+      void hangUpDialled(this.services, leg);
       return;
     }
-    this.releaseDialled = dialled.release;
-    this.attach(dialled.leg);
+    this.attach(leg);
   }
 
   /** The goodbye if any, then our BYE to the caller; the call goes on without them (a queue's callback). */
@@ -321,16 +326,11 @@ export class Call implements CallControl {
     await this.closeLeg(leg);
   }
 
-  /** The leg's media closed, its record ended with its packet counts, a dialled leg's account forgotten. */
+  /** The leg closed (its media, a dialled leg's carrier account), its record ended with its packet counts. */
   private async closeLeg(leg: Leg): Promise<void> {
-    const stats = leg.media.stats;
-    this.services.metrics.countRtp(stats);
-    leg.media.close();
-    if (leg !== this.firstLeg) {
-      this.releaseDialled?.();
-      this.releaseDialled = undefined;
-    }
-    await setLegState(this.services.pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
+    const counts = leg.close();
+    if (counts.rtp !== undefined) this.services.metrics.countRtp(counts.rtp);
+    await setLegState(this.services.pool, leg.id, 'ended', counts);
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
- * A connection: the caller's media bridged to one party's (docs/contact-center.md, "Call control"). Every place that
- * bridges a caller to their party (a browser or SIP device in ringing.ts and ring-sip.ts, a cell, forward, callback
- * or transfer in dial-out.ts, and so a queue's agent) makes one with `bridgeCaller`, which registers it under the
+ * A connection: the caller's media bridged to one party's (docs/contact-center.md, "Call control"). A party is
+ * connected to the caller in one place, connect-party.ts (a ring round's browser, desk phone or cell, a forward, a
+ * transfer's target, a queue's agent, a supervisor), which makes one with `bridgeCaller`, registered under the
  * caller's media; the call's commands reach it there (`connectionOf`):
  *
  * - hold (operation 54): the bridge stops both ways, the caller hears the hold music (engine/media/hold-music.ts), the

@@ -5,7 +5,7 @@
 import type { RoutingPlanDefinition, RingTarget } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/opening-hours.ts';
 import type { RtpEndpoint } from '../media/rtp.ts';
-import type { QueuedRound } from './ringing.ts';
+import type { QueuedRound, RoundWinner } from './steps/ring/round.ts';
 
 export type Prompt = { tts: string } | { audioUrl: string };
 
@@ -20,7 +20,7 @@ export type RingPerson = Exclude<RingTarget, { cell: string }>;
  */
 export type RingOutcome = 'answered' | 'unanswered';
 
-/** A `queue` step's wait (queueing.ts). */
+/** A `queue` step's wait (steps/queue/wait.ts). */
 export interface QueueStepRequest {
   queueId: string;
   maxWaitMs: number;
@@ -74,7 +74,7 @@ export interface StepContext extends RunnerContext {
   stepId: string;
 }
 
-/** What a `queue` step's wait needs of its call (queueing.ts; call.ts implements it). */
+/** What a `queue` step's wait needs of its call (steps/queue/wait.ts; call.ts implements it). */
 export interface QueueCall {
   callId: string;
   workspaceId: string;
@@ -85,7 +85,11 @@ export interface QueueCall {
   /** Aborts when the call ends. */
   gone: AbortSignal;
   onDtmf(listener: (digit: string) => void): () => void;
-  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RingOutcome>;
+  /**
+   * Rings one round of the call for an offer of the entry (steps/ring/round.ts), the caller hearing `queued`'s audio;
+   * returns who answered, not yet connected (the wait claims the entry for them and connects them), or undefined.
+   */
+  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RoundWinner | undefined>;
   /** Runs `hook` before the call's end is recorded, whatever ends it. */
   beforeEnd(hook: () => Promise<void>): void;
   /** Plays a text prompt to the caller (resolves when done, or at once when it cannot be made). */

@@ -1,19 +1,16 @@
 /**
  * Dialling out (a `forward` step, or a `ring` step's `{cell}` target): an INVITE through a carrier, with its digest
  * account when it has one, ringing up to a timeout (then CANCEL), answered or not (docs/calls.md, The runner). An
- * answer that comes after we gave up is hung up at once. Answered, the far end is a carrier leg the call bridges to
- * its caller (`bridgeDialled`).
+ * answer that comes after we gave up is hung up at once. Answered, the far end is a SIP dialog leg that the call
+ * connects to its caller (connect-party.ts); the carrier's account goes with the leg until it closes.
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
-import { addLeg, changeState, type ConnectedLeg, setLegState } from '../../core/calls/calls.ts';
+import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
 import { type DialKind, dialOutRefusal } from '../../core/calls/dial-policy.ts';
 import { openSecret } from '../../core/sealing.ts';
 import { RtpEndpoint as Media } from '../media/rtp.ts';
-import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
 import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
-import { holdSignal } from './hold-signal.ts';
 import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from './invite.ts';
-import { farEndHungUp } from './leg.ts';
 import { SipDialogLeg } from './legs/sip-dialog.ts';
 import type { CallServices } from './services.ts';
 
@@ -33,7 +30,7 @@ export interface DialOut {
   /**
    * The leg's role: `forward` (the call goes to `offering` as it dials, back to `routing` if it cannot), `cell` (a
    * ring round's target: the round owns the call's state) or `callback` (a queue calls its caller back,
-   * queueing.ts: likewise).
+   * steps/queue/wait.ts: likewise).
    */
   role: DialRole;
   timeoutMs: number;
@@ -43,18 +40,12 @@ export interface DialOut {
   unavailable(detail: string): void;
 }
 
-/** An answered dial-out. `release` forgets the carrier's account once the leg's requests can no longer be challenged. */
-export interface Dialled {
-  leg: SipDialogLeg;
-  release(): void;
-}
-
 /**
  * Dials `to` through the carrier for a call's leg and resolves once answered (the leg recorded `answered`). Not
  * answered within `timeoutMs`, refused, the call gone meanwhile, or impossible (no carrier, a carrier named only by a
  * CIDR range): undefined.
  */
-export function dialOut(services: CallServices, request: DialOut): Promise<Dialled | undefined> {
+export function dialOut(services: CallServices, request: DialOut): Promise<SipDialogLeg | undefined> {
   const { pool } = services;
   const forward = request.role === 'forward';
   return dialThroughCarrier(
@@ -84,8 +75,8 @@ export interface DialRecord {
 }
 
 /**
- * Dials `to` through the carrier, with its digest account when it has one, and resolves once answered, the leg
- * recorded as `record` records it. Not answered within `timeoutMs`, refused (by the far end, or by the workspace's
+ * Dials `to` through the carrier, with its digest account when it has one (let go of when the leg closes), and
+ * resolves once answered, the leg recorded as `record` records it. Not answered within `timeoutMs`, refused (by the far end, or by the workspace's
  * destination policy before anything is sent), `signal` aborted meanwhile, or impossible (no carrier, a carrier
  * named only by a CIDR range): undefined, the reason given to `unavailable` unless the far end refused.
  */
@@ -97,7 +88,7 @@ export async function dialThroughCarrier(
     kind: DialKind;
   },
   record: DialRecord,
-): Promise<Dialled | undefined> {
+): Promise<SipDialogLeg | undefined> {
   const { signal, to } = request;
   const { what } = record;
   // Nothing is dialled past the workspace's policy, whatever asked for it (a caller's From, an older plan).
@@ -198,50 +189,18 @@ export async function dialThroughCarrier(
     }
     await record.legState(legId, 'answered');
     handedOver = true;
-    return { leg: new SipDialogLeg(legId, answered, media), release: stopSigning };
+    return new SipDialogLeg(legId, answered, media, { release: stopSigning });
   } finally {
     if (!handedOver) stopSigning();
   }
 }
 
-/**
- * An answered dial-out bridged to the caller: the call is `connected` with the leg (`call.connected`), and the two
- * are bridged until one side hangs up: the far end's BYE, or the call's end (`gone`: the caller's BYE, a command),
- * on which our BYE goes to the far end. Then the leg is `ended` with its packet counts, and its account released.
- */
-export async function bridgeDialled(
-  services: CallServices,
-  call: { callId: string; caller: CallerMedia; gone: AbortSignal; aside?: AsideRound | undefined },
-  dialled: Dialled,
-  connectedLeg: Omit<ConnectedLeg, 'id'>,
-): Promise<void> {
-  const { pool, metrics } = services;
-  const { leg } = dialled;
-  try {
-    const connection = bridgeCaller(call.caller, leg.media, holdSignal(services, call.callId, leg, 'inactive'));
-    const farEnd = farEndHungUp(leg, connection.until(call.gone));
-    await reportConnected(services.pool, call, { id: leg.id, ...connectedLeg }, connection);
-    // Bridged until one side hangs up: the far end's BYE, or the caller's (which ends the call), or a transfer
-    // releasing the far end. Our BYE goes at once (the far end has acknowledged its answer); a far end that hung up
-    // at the same time is no error.
-    if (!(await farEnd)) void leg.bye();
-    connection.end();
-    const stats = leg.media.stats;
-    metrics.countRtp(stats);
-    leg.media.close();
-    await setLegState(pool, leg.id, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
-  } finally {
-    dialled.release();
-  }
-}
-
 /** An answered dial-out nobody wants any more (another target answered first, or the call ended): BYE, ended. */
-export async function hangUpDialled(services: CallServices, dialled: Dialled): Promise<void> {
+export async function hangUpDialled(services: CallServices, leg: SipDialogLeg): Promise<void> {
   try {
-    void dialled.leg.bye();
-    dialled.leg.media.close();
-    await setLegState(services.pool, dialled.leg.id, 'ended');
+    void leg.bye();
   } finally {
-    dialled.release();
+    leg.close();
   }
+  await setLegState(services.pool, leg.id, 'ended');
 }

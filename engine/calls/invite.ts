@@ -1,6 +1,6 @@
 /**
  * The engine's outgoing INVITE, shared by a dial-out through a carrier (dial-out.ts) and the ringing of a registered
- * SIP device (ring-sip.ts): our Contact on the chosen transport and the SDP offer of the leg's RTP endpoint (G.711).
+ * SIP device (steps/ring/desk-phones.ts): our Contact on the chosen transport and the SDP offer of the leg's RTP endpoint (G.711).
  */
 import type { OutgoingInviteRequest, OutgoingRequestMessage, URI, UserAgentCore } from 'sip.js/lib/core/index.js';
 import type { RtpEndpoint } from '../media/rtp.ts';

@@ -12,10 +12,20 @@
  * - hold: the far end's hold, resume or new address is the leg's own business (a SIP leg answers the re-INVITE with
  *   the same media); the call goes on. Ours, where the leg's signalling has one (`hold`: a SIP dialog's re-INVITE; a
  *   browser leg has none), is asked by the caller's connection (connection.ts, hold-signal.ts).
- * - bye: our side ends the leg; `onHangup` hears the far end's.
+ * - bye: our side ends the leg; `onHangup` hears the far end's (a listener added after it hears it at once).
+ * - close: the leg's media closes and what it holds goes (a carrier's account, a desk phone's pinned flow); it tells
+ *   what went through it, for the leg's record.
  */
 import type { BridgeEndpoint } from '../media/bridge.ts';
-import type { RtpEndpoint } from '../media/rtp.ts';
+import type { MediaStats, RtpEndpoint } from '../media/rtp.ts';
+
+/** What went through a leg's media: RTP packets (with RTP's own figures) or a browser's audio frames. */
+export interface LegCounts {
+  in: number;
+  out: number;
+  /** An RTP leg's figures, for the engine's RTP metrics. */
+  rtp?: MediaStats;
+}
 
 /**
  * What our re-INVITE asks of a far end we hold (RFC 3264 section 8.4): `sendonly` (we go on sending, the hold music;
@@ -41,7 +51,7 @@ export interface Leg<Media extends BridgeEndpoint = RtpEndpoint> {
   readonly media: Media;
   /** Keys the far end presses (RFC 4733 or in-band); returns the unsubscribe. */
   onDtmf(listener: (digit: string) => void): () => void;
-  /** The far end hung up (its BYE was answered). */
+  /** The far end hung up (its BYE was answered); a listener added after that is called at once. */
   onHangup(listener: () => void): void;
   /**
    * Hangs the leg up from our side. Resolves once the BYE went, or without one when `signal` aborts first (the call
@@ -54,6 +64,8 @@ export interface Leg<Media extends BridgeEndpoint = RtpEndpoint> {
    * the connection holds it whatever the far end answers.
    */
   hold?(direction: HoldDirection): Promise<boolean>;
+  /** Closes the media and lets go of what the leg holds; again, it changes nothing and counts the same. */
+  close(): LegCounts;
 }
 
 /**

@@ -20,7 +20,7 @@ export interface EntryOffer {
   ringable?: RingableDevices;
 }
 
-/** The engine's distributor as a queue's wait sees it (engine/queue-distributor.ts). */
+/** The engine's distributor as a queue's wait sees it (steps/queue/distributor.ts). */
 export interface QueueWatch {
   /**
    * Calls `onChange` whenever the entry may have changed (a notice names it, a distribution here offered it, notices

@@ -29,7 +29,9 @@ import { frameAt, frameCount, pace } from '../media/player.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';
 import { ringbackCadence } from '../media/ringback.ts';
 import { type AsideRound, type CallerMedia, type Connection, connectionOf } from './connection.ts';
-import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
+import { connectParty } from './connect-party.ts';
+import { hangUpDialled } from './dial-out.ts';
+import type { SipDialogLeg } from './legs/sip-dialog.ts';
 import { playLooped } from '../media/looped-audio.ts';
 import type { QueueStepRequest } from './control.ts';
 import type { CallServices } from './services.ts';
@@ -56,7 +58,7 @@ export interface TransferHost {
     options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
   ): Promise<'answered' | 'unanswered'>;
   /** Dials `e164` out through the called number's carrier (ringing `transferRingMs`, cancelled on `signal`). */
-  dial(e164: string, signal: AbortSignal): Promise<Dialled | undefined>;
+  dial(e164: string, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
   /** The call is `offering` (a blind transfer's number rings). */
   offering(): Promise<void>;
   /** The caller waits in the queue; true once an agent answered (and the bridge is over). */
@@ -253,17 +255,18 @@ export class Transfers {
     if (options.aside === undefined) await this.host.offering();
     const ringing = new AbortController();
     playLooped(caller, ringbackCadence(), ringing.signal);
-    const dialled = await this.host.dial(e164, gone).finally(() => ringing.abort());
-    if (dialled === undefined) return false;
+    const leg = await this.host.dial(e164, gone).finally(() => ringing.abort());
+    if (leg === undefined) return false;
     if (gone.aborted) {
-      await hangUpDialled(this.services, dialled);
+      await hangUpDialled(this.services, leg);
       return false;
     }
-    await bridgeDialled(this.services, { callId: this.host.callId, caller, gone, aside: options.aside }, dialled, {
-      role: 'transfer',
-      memberId: null,
-      externalUserId: null,
-    });
+    const { ended } = await connectParty(
+      this.services,
+      { callId: this.host.callId, caller, gone, aside: options.aside },
+      { leg, who: { role: 'transfer', memberId: null, externalUserId: null } },
+    );
+    await ended;
     return true;
   }
 

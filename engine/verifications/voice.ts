@@ -130,7 +130,7 @@ export class VoiceVerifications {
       return;
     }
     let unavailable = false;
-    const dialled = await dialThroughCarrier(
+    const leg = await dialThroughCarrier(
       services,
       {
         workspaceId: taken.workspaceId,
@@ -152,11 +152,10 @@ export class VoiceVerifications {
         legState: async () => {},
       },
     );
-    if (dialled === undefined) {
+    if (leg === undefined) {
       await callPlaced(pool, taken.id, unavailable ? 'failed' : 'unanswered');
       return;
     }
-    const { leg } = dialled;
     const over = new AbortController();
     const stop = () => over.abort();
     leg.onHangup(stop);
@@ -170,11 +169,10 @@ export class VoiceVerifications {
       }
       // Hung up by us unless the recipient did first.
       if (!over.signal.aborted) await leg.bye();
-      services.metrics.countRtp(leg.media.stats);
     } finally {
       this.closing.signal.removeEventListener('abort', stop);
-      leg.media.close();
-      dialled.release();
+      const counts = leg.close();
+      if (counts.rtp !== undefined) services.metrics.countRtp(counts.rtp);
     }
     await callPlaced(pool, taken.id, 'answered');
   }

@@ -10,7 +10,7 @@ import { answerEntry, enterQueue, entryById, leaveQueue, queueCallsEnded } from 
 import { distribute } from '../../core/queues/distribution.ts';
 import { answerRateWindowSecs, entryPlace, expectedWaitSecs } from '../../core/queues/figures.ts';
 import { createQueue } from '../../core/queues/queues.ts';
-import { announcementText } from '../../engine/calls/queue-announcements.ts';
+import { announcementText } from '../../engine/calls/steps/queue/announcements.ts';
 import { makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
 

@@ -7,7 +7,7 @@
  * an offer ringing at that moment is not cut into (no announcement while the agent's device rings).
  */
 import test from 'ava';
-import { firstAnnouncementMs, positionSentence } from '../../engine/calls/queue-announcements.ts';
+import { firstAnnouncementMs, positionSentence } from '../../engine/calls/steps/queue/announcements.ts';
 import { heardAt, testPrompts } from '../helpers/heard-prompt.ts';
 import { accept, entryOf, nextOffer, queueLine, setAvailable } from '../helpers/queue-lines.ts';
 import { startRtpPhone } from '../helpers/rtp-phone.ts';

@@ -25,7 +25,7 @@ import { levelOf, startRtpPhone } from '../helpers/rtp-phone.ts';
 import type { TestService } from '../helpers/service.ts';
 import { runSipp } from '../helpers/sipp.ts';
 import { answerOffer, sine, tonePower } from '../helpers/webrtc-browser.ts';
-import { callbackPromptMs } from '../../engine/calls/queueing.ts';
+import { callbackPromptMs } from '../../engine/calls/steps/queue/callback.ts';
 import { exitPastWrtc, musicShare, startEngineService } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
 

@@ -1,5 +1,5 @@
 /**
- * The engine's queue distributor (engine/queue-distributor.ts; docs/contact-center.md, "Queue entries and
+ * The engine's queue distributor (engine/calls/steps/queue/distributor.ts; docs/contact-center.md, "Queue entries and
  * distribution"): an offer it makes for an entry this engine's call watches is handed to that wait with the offered
  * agent's ringable devices, read once for the whole commit, so the ring round reads nothing before its INVITEs; the
  * offer's own `offered` notice, which may come before or after the commit returns, does not make the wait read the
@@ -22,7 +22,7 @@ import {
 } from '../../core/queues/entries.ts';
 import { createQueue } from '../../core/queues/queues.ts';
 import type { EntryOffer } from '../../engine/calls/services.ts';
-import { QueueDistributor } from '../../engine/queue-distributor.ts';
+import { QueueDistributor } from '../../engine/calls/steps/queue/distributor.ts';
 import { agentEvents, bindDeskPhone, makeAvailable, newMember } from '../helpers/contact-center.ts';
 import { until } from '../helpers/until.ts';
 import { liveCall, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';

@@ -1,5 +1,5 @@
 /**
- * A caller's wait in a queue (engine/calls/queueing.ts) driven through its two interfaces, with test doubles of our
+ * A caller's wait in a queue (engine/calls/steps/queue/wait.ts) driven through its two interfaces, with test doubles of our
  * own: the call it waits on (`QueueCall`: its ring rounds recorded and ended by the test) and the distributor's
  * watch (`QueueWatch`: the test tells the wait what the distributor would). PostgreSQL and distribution are real.
  * What it pins: an offer is rung once, however the wait hears of it: read after a notice, then handed over late by
@@ -10,9 +10,9 @@ import { registerDevice } from '../../core/devices/devices.ts';
 import { entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distributeMany } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/queues/queues.ts';
-import type { QueueCall, RingOutcome } from '../../engine/calls/control.ts';
-import { waitInQueue } from '../../engine/calls/queueing.ts';
-import type { QueuedRound } from '../../engine/calls/ringing.ts';
+import type { QueueCall } from '../../engine/calls/control.ts';
+import { waitInQueue } from '../../engine/calls/steps/queue/wait.ts';
+import type { QueuedRound } from '../../engine/calls/steps/ring/round.ts';
 import type { CallServices, EntryOffer, QueueWatch } from '../../engine/calls/services.ts';
 import { PortPool } from '../../engine/media/ports.ts';
 import { RtpEndpoint } from '../../engine/media/rtp.ts';
@@ -31,10 +31,10 @@ test.after.always(async () => {
   await service?.close();
 });
 
-/** A ring round the test ends: its targets, and how it ends. */
+/** A ring round the test ends: its targets, and its end (nobody answered). */
 interface Round {
   memberIds: string[];
-  end(outcome: RingOutcome): void;
+  end(): void;
 }
 
 test('an offer read after its notice, then handed over late, is rung once; the next offer is rung', async (t) => {
@@ -79,11 +79,11 @@ test('an offer read after its notice, then handed over late, is rung once; the n
     gone: gone.signal,
     onDtmf: () => () => {},
     ring: (targets, _timeoutMs, queued: QueuedRound) =>
-      new Promise<RingOutcome>((resolve) => {
+      new Promise<undefined>((resolve) => {
         queued.waitAudio(new AbortController().signal);
         rounds.push({
           memberIds: targets.map((target) => ('memberId' in target ? target.memberId : '')),
-          end: resolve,
+          end: () => resolve(undefined),
         });
       }),
     beforeEnd: (hook) => void hooks.push(hook),
@@ -114,7 +114,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   // than the first will be once released); nobody answers the first offer.
   tell({ offeredAt: offer?.entry.offered_at as Date, memberIds: [first] });
   await makeAvailable(service.pool, workspaceId, [second]);
-  firstRound.end('unanswered');
+  firstRound.end();
   await until('the entry back in line', async () =>
     (await entryById(service.pool, entry))?.state === 'waiting' ? true : undefined,
   );
@@ -129,7 +129,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   t.is(rounds.length, 2);
 
   gone.abort();
-  secondRound.end('unanswered');
+  secondRound.end();
   t.is(await waiting, 'ended');
   for (const hook of hooks) await hook();
   t.is((await entryById(service.pool, entry))?.state, 'abandoned');

@@ -12,7 +12,7 @@
  * - `bye` closes the peer connection (the browser sees it close); nothing waits.
  */
 import type { WebRtcMedia, WebRtcState } from '../../media/webrtc-endpoint.ts';
-import type { Leg } from '../leg.ts';
+import type { Leg, LegCounts } from '../leg.ts';
 
 /** The connection states that end a browser leg. */
 const endStates: ReadonlySet<WebRtcState> = new Set(['failed', 'closed']);
@@ -21,6 +21,8 @@ export class BrowserLeg implements Leg<WebRtcMedia> {
   private readonly hangupListeners: Array<() => void> = [];
   private over = false;
   private byUs = false;
+  /** The browser ended it (not our `bye`). */
+  private byThem = false;
 
   constructor(
     /** Its record (call_legs). */
@@ -46,7 +48,8 @@ export class BrowserLeg implements Leg<WebRtcMedia> {
   }
 
   onHangup(listener: () => void): void {
-    this.hangupListeners.push(listener);
+    if (this.byThem) queueMicrotask(listener);
+    else this.hangupListeners.push(listener);
   }
 
   bye(): Promise<void> {
@@ -55,10 +58,17 @@ export class BrowserLeg implements Leg<WebRtcMedia> {
     return Promise.resolve();
   }
 
+  close(): LegCounts {
+    this.media.close();
+    const stats = this.media.stats;
+    return { in: stats.framesIn, out: stats.framesOut };
+  }
+
   private end(): void {
     if (this.over) return;
     this.over = true;
     if (this.byUs) return;
+    this.byThem = true;
     for (const listener of this.hangupListeners.splice(0)) listener();
   }
 }

@@ -1,5 +1,5 @@
 /**
- * A SIP device's leg: a registered desk phone that answered a `ring` step's INVITE (engine/calls/ring-sip.ts). It is
+ * A SIP device's leg: a registered desk phone that answered a `ring` step's INVITE (engine/calls/steps/ring/desk-phones.ts). It is
  * a dialled SIP dialog like a forward's (legs/sip-dialog.ts: the far end's BYE heard through `onHangup`, our BYE on
  * `bye`), with the device it belongs to, and the flow its requests are pinned to (the binding's source, where its
  * REGISTER came from) released once the dialog's last transaction can no longer need it.
@@ -10,7 +10,7 @@ import { SipDialogLeg } from './sip-dialog.ts';
 
 /**
  * How long a flow stays pinned once its dialog or INVITE is done with: a CANCEL's or BYE's transaction lifetime
- * (64 × T1). Used for the leg here and for the INVITEs that did not win (ring-sip.ts).
+ * (64 × T1). Used for the leg here and for the INVITEs that did not win (steps/ring/desk-phones.ts).
  */
 const flowLingerMs = 32_000;
 
@@ -20,24 +20,15 @@ export function unpinLater(unpin: () => void): void {
 }
 
 export class SipDeviceLeg extends SipDialogLeg {
-  private released = false;
-
   constructor(
     id: string,
     session: Session,
     media: RtpEndpoint,
     /** The device (devices.id) that answered. */
     readonly deviceId: string,
-    private readonly unpinFlow: () => void,
+    unpinFlow: () => void,
   ) {
-    super(id, session, media);
-  }
-
-  /** The leg is over: the media closes, and the flow goes once a BYE's retransmissions are done. */
-  release(): void {
-    if (this.released) return;
-    this.released = true;
-    this.media.close();
-    unpinLater(this.unpinFlow);
+    // The flow goes once a BYE's retransmissions are done.
+    super(id, session, media, { release: () => unpinLater(unpinFlow) });
   }
 }

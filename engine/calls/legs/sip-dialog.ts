@@ -26,7 +26,7 @@ import type { IncomingResponse, ReInviteUserAgentServer, Session, SessionDialog 
 import type { RtpEndpoint, RemoteMedia } from '../../media/rtp.ts';
 import { answer as answerSdp, nextVersion, parseSdp, remoteFromAnswer, reoffer } from '../../media/sdp.ts';
 import { notAcceptable } from '../invite.ts';
-import { HoldFailure, type HoldDirection, type Leg } from '../leg.ts';
+import { HoldFailure, type HoldDirection, type Leg, type LegCounts } from '../leg.ts';
 
 /** How long a BYE waits for the caller's ACK: the 200's server transaction gives up after 64 × T1 (32 s). */
 const ackWaitMs = 32_000;
@@ -48,6 +48,8 @@ export interface SipDialogLegOptions {
    * names; every leg now reads it from its own description.) A dialled leg (we sent the ACK) leaves it out.
    */
   answered?: { advertisedHost: string };
+  /** Let go of when the leg closes: what the leg's requests need until then (a carrier's digest account). */
+  release?: () => void;
 }
 
 export class SipDialogLeg implements Leg {
@@ -68,6 +70,9 @@ export class SipDialogLeg implements Leg {
   private over = false;
   /** The dialog's Call-ID is ours (a dialled leg): the longer glare delay. */
   private readonly ownsCallId: boolean;
+  /** The far end's BYE came. */
+  private hungUp = false;
+  private release: (() => void) | undefined;
 
   constructor(
     readonly id: string,
@@ -76,6 +81,7 @@ export class SipDialogLeg implements Leg {
     options: SipDialogLegOptions = {},
   ) {
     const answered = options.answered !== undefined;
+    this.release = options.release;
     this.acknowledged = !answered;
     this.ownsCallId = !answered;
     this.ours = (answered ? session.answer : session.offer)?.content;
@@ -88,6 +94,7 @@ export class SipDialogLeg implements Leg {
     }
     const onBye: NonNullable<Session['delegate']>['onBye'] = (bye) => {
       this.over = true;
+      this.hungUp = true;
       bye.accept();
       for (const listener of this.hangupListeners) listener();
     };
@@ -108,7 +115,17 @@ export class SipDialogLeg implements Leg {
   }
 
   onHangup(listener: () => void): void {
-    this.hangupListeners.push(listener);
+    if (this.hungUp) queueMicrotask(listener);
+    else this.hangupListeners.push(listener);
+  }
+
+  close(): LegCounts {
+    this.media.close();
+    const release = this.release;
+    this.release = undefined;
+    release?.();
+    const stats = this.media.stats;
+    return { in: stats.packetsIn, out: stats.packetsOut, rtp: stats };
   }
 
   async bye(signal?: AbortSignal): Promise<void> {

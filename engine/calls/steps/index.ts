@@ -10,8 +10,8 @@ import { hours } from './hours.ts';
 import { menu } from './menu.ts';
 import { split } from './split.ts';
 import type { StepHandler } from './step.ts';
-import { queue } from './queue.ts';
-import { ring } from './ring.ts';
+import { queue } from './queue/queue.ts';
+import { ring } from './ring/ring.ts';
 import { aiAnswer } from './ai-answer.ts';
 import { voicemail } from './voicemail.ts';
 

@@ -1,9 +1,9 @@
 /**
  * What a waiting caller is told about their wait (a queue's `announcePosition` and `announceExpectedWait`;
  * docs/contact-center.md, "Queue entries and distribution"): the sentences, made from the entry's place in line
- * (core/queues/figures.ts, `entryPlace` and `expectedWaitSecs`). queueing.ts speaks them between offers.
+ * (core/queues/figures.ts, `entryPlace` and `expectedWaitSecs`). wait.ts speaks them between offers.
  */
-import { expectedWaitSecs } from '../../core/queues/figures.ts';
+import { expectedWaitSecs } from '../../../../core/queues/figures.ts';
 
 /**
  * How soon after entering a caller hears the first announcement: long enough for a free agent's offer to come first

@@ -2,38 +2,38 @@
  * One round of a `ring` step on a call (docs/phones.md, "The ring step"): the people's live devices are offered the
  * call, each with the SDP offer of its own WebRTC endpoint; `call.ringing` is written; the cells are dialled out
  * through the called number's carrier (`dialCell`); the caller hears ringback; the round waits for the first answer
- * (a device's accept, heard on `switchboard_offers` through the engine's one listener, call-engine.ts, or a cell's
- * 200), the caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn
- * (they expire at the end of their round), the cells still ringing are cancelled (CANCEL), and every endpoint but
- * the answering one is closed. Registered SIP devices are rung beside the offers by INVITE (ring-sip.ts): a phone's
+ * (a device's accept, heard on `switchboard_offers` through the engine's one listener, or a cell's 200), the
+ * caller's hangup or the round's timeout. Whatever ends it, the waiting offers of the round are withdrawn (they
+ * expire at the end of their round), the cells still ringing are cancelled (CANCEL), and every endpoint but the
+ * answering one is closed. Registered SIP devices are rung beside the offers by INVITE (desk-phones.ts): a phone's
  * 200 ends the wait too, and wins unless a browser's accept or a cell's 200 came first (the offers are withdrawn
- * before deciding; a phone that loses is hung up); the phone is then bridged by `connectSipDevice`.
+ * before deciding; a phone that loses is hung up).
  *
- * A device accepted: its answer completes its endpoint, the leg is recorded (`browser`), the call is `connected`
- * with that leg (`call.connected`), and the caller and the device are bridged until either hangs up; then the leg
- * ends and the device is free again (`setDeviceBusy` null). A cell answered: its carrier leg (`cell`, no memberId or
- * externalUserId) is bridged to the caller in the same way (`bridgeDialled`).
+ * The round returns who answered (`RoundWinner`), not yet connected: a browser whose answer completed its endpoint
+ * and whose media is up (its leg recorded `browser`; one that does not connect is let go and the round is
+ * unanswered), a desk phone's answered dialog, or a cell's answered carrier leg. Connecting it to the caller, or
+ * letting it go, is winner.ts's.
  *
- * A queue's offer (`queued`, queueing.ts) is such a round with three differences: the caller hears the queue's
- * audio instead of ringback, the round also ends when its `stop` aborts or every offer was declined, and an answering
- * device must `claim` the entry before the call is connected to it. Its devices may come with the offer, read by the
- * distribution that made it (ring-targets.ts): then nothing is read before the phones' INVITEs.
+ * A queue's offer (`queued`, steps/queue/wait.ts) is such a round with two differences: the caller hears the
+ * queue's audio instead of ringback, and the round also ends when its `stop` aborts or every offer was declined.
+ * Its devices may come with the offer, read by the distribution that made it (targets.ts): then nothing is read
+ * before the phones' INVITEs. The queue claims its entry for the winner before connecting it.
  */
-import { addLeg, changeState, setLegState } from '../../core/calls/calls.ts';
-import { type RingableDevices, setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
-import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../core/devices/offers.ts';
-import type { RingTarget } from '../../core/routing/definition.ts';
-import { type AsideRound, bridgeCaller, type CallerMedia, reportConnected } from './connection.ts';
-import { playLooped } from '../media/looped-audio.ts';
-import { ringbackCadence } from '../media/ringback.ts';
-import type { WebRtcMedia } from '../media/webrtc-endpoint.ts';
-import type { RingOutcome } from './control.ts';
-import { bridgeDialled, type Dialled, hangUpDialled } from './dial-out.ts';
-import { farEndHungUp } from './leg.ts';
-import { BrowserLeg } from './legs/browser.ts';
-import { abandonRinging, connectSipDevice, ringSipDevices } from './ring-sip.ts';
-import { modeFor, ownersOf, roundTargets } from './ring-targets.ts';
-import type { CallServices } from './services.ts';
+import { addLeg, changeState, setLegState } from '../../../../core/calls/calls.ts';
+import { type RingableDevices, setDeviceBusy, type DeviceRow } from '../../../../core/devices/devices.ts';
+import { callOffers, makeOffers, type OfferRow, withdrawOffers } from '../../../../core/devices/offers.ts';
+import type { RingTarget } from '../../../../core/routing/definition.ts';
+import type { AsideRound, CallerMedia } from '../../connection.ts';
+import type { CallerSide } from '../../connect-party.ts';
+import { playLooped } from '../../../media/looped-audio.ts';
+import { ringbackCadence } from '../../../media/ringback.ts';
+import type { WebRtcMedia } from '../../../media/webrtc-endpoint.ts';
+import { hangUpDialled } from '../../dial-out.ts';
+import { BrowserLeg } from '../../legs/browser.ts';
+import type { SipDialogLeg } from '../../legs/sip-dialog.ts';
+import { abandonRinging, ringSipDevices, type SipAnswer } from './desk-phones.ts';
+import { modeFor, ownersOf, roundTargets } from './targets.ts';
+import type { CallServices } from '../../services.ts';
 
 /** How long an answering device has to bring ICE and DTLS up once its answer is taken. */
 const connectTimeoutMs = 10_000;
@@ -50,51 +50,55 @@ export interface RoundContext {
    * Dials a cell out through the called number's carrier, ringing up to `timeoutMs` and cancelled when `signal`
    * aborts; resolves once answered, or undefined (not answered, refused, impossible).
    */
-  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<Dialled | undefined>;
+  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
   /** Called with every offer notice of the call while the round waits; returns the unsubscribe. */
   onOfferChange(listener: () => void): () => void;
   /** The caller's number, shown to SIP devices (the INVITE's From). */
   callerNumber?: string;
-  /** Set for a queue's offer (queueing.ts): what differs from a `ring` step's round. */
+  /** Set for a queue's offer (steps/queue/wait.ts): what differs from a `ring` step's round. */
   queued?: QueuedRound;
   /** Set for a round beside the call's own connection (a warm transfer's consultation, a supervisor's leg). */
   aside?: AsideRound;
 }
 
-/** A round that rings a queue entry's offered agents (queueing.ts, docs/contact-center.md). */
+/** A round that rings a queue entry's offered agents (steps/queue/wait.ts, docs/contact-center.md). */
 export interface QueuedRound {
   /** What the caller hears while it rings, instead of ringback, until `signal` aborts. */
   waitAudio(signal: AbortSignal): void;
   /** Ends the wait as its timeout would: the entry stopped being offered, or the caller's wait is over. */
   stop: AbortSignal;
-  /**
-   * Asked once a device answered and its media is up, before the call is connected to it, with the device's member:
-   * false (the entry is no longer theirs) hangs the device up and the round is unanswered.
-   */
-  claim(memberId: string | null): Promise<boolean>;
-  /**
-   * The claimed device's connection is over: frees the device together with its agent (the queue's wrap-up), in
-   * place of freeing the device alone.
-   */
-  ended(deviceId: string): Promise<void>;
   /** The agents' devices as the distribution read them with its offer: the round reads none before its INVITEs. */
   ringable?: RingableDevices;
 }
 
-/** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
-type Answer = { offer: OfferRow } | { cell: Dialled } | undefined;
+/**
+ * Who answered a round, not yet connected to the caller (`connectWinner`, or `dropWinner` when not wanted): a
+ * browser (its leg recorded, its media up), a desk phone (its dialog answered, not yet the call's leg) or a cell (its
+ * dialled leg, answered).
+ */
+export type RoundWinner = (
+  | { kind: 'browser'; leg: BrowserLeg; deviceId: string; device: DeviceRow | undefined }
+  | { kind: 'phone'; answer: SipAnswer }
+  | { kind: 'cell'; leg: SipDialogLeg }
+) & {
+  /** What the winner is connected to: the round's caller side. */
+  side: CallerSide;
+};
 
-/** Runs one round; see the file's comment. */
+/** What ended a round's wait: a device's accepted offer, an answered cell, or nothing (timeout, hangup, no one). */
+type Answer = { offer: OfferRow } | { cell: SipDialogLeg } | undefined;
+
+/** Runs one round and returns who answered, or undefined; see the file's comment. */
 export async function ringRound(
   services: CallServices,
   round: RoundContext,
   targets: readonly RingTarget[],
   timeoutMs: number,
-): Promise<RingOutcome> {
+): Promise<RoundWinner | undefined> {
   const { pool, log } = services;
   const { people, cells, devices, sipTargets } = await roundTargets(services, round, targets);
   if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
-    return 'unanswered';
+    return undefined;
   }
   const endpoints = new Map<string, WebRtcMedia>();
   const closeAll = (except?: string) => {
@@ -143,7 +147,7 @@ export async function ringRound(
       endpoints.get(deviceId)?.close();
       endpoints.delete(deviceId);
     }
-    if (made.offers.length === 0 && cells.length === 0 && sipTargets.length === 0) return 'unanswered';
+    if (made.offers.length === 0 && cells.length === 0 && sipTargets.length === 0) return undefined;
     const owners = new Map(devices.map((device) => [device.id, device]));
     // The phones' INVITEs go out while `call.ringing` is written (a transaction of several statements): an answer is
     // acted on only once the round waits below, after the write, so `call.connected` still follows `call.ringing`.
@@ -164,7 +168,7 @@ export async function ringRound(
     });
     if (ringing === undefined) {
       abandonRinging(sip);
-      return 'unanswered';
+      return undefined;
     }
 
     const ringback = new AbortController(); // the caller's ringback (or queue audio) until the round is decided
@@ -262,34 +266,31 @@ export async function ringRound(
       if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
       if (round.gone.aborted) {
         await hangUpDialled(services, answer.cell);
-        return 'unanswered';
+        return undefined;
       }
-      await bridgeDialled(
-        services,
-        { callId: round.callId, caller: round.caller, gone: round.gone, aside: round.aside },
-        answer.cell,
-        { role: 'cell', memberId: null, externalUserId: null },
-      );
-      return 'answered';
+      return { kind: 'cell', leg: answer.cell, side: round };
     }
     if (accepted === undefined) {
       // No browser accepted: a phone that answered has the call.
-      if (sipAnswer === undefined) return 'unanswered';
+      if (sipAnswer === undefined) return undefined;
       closeAll();
       if (round.gone.aborted) {
         sipAnswer.hangup();
-        return 'unanswered';
+        return undefined;
       }
-      return await connectSipDevice(services, round, sipAnswer);
+      return { kind: 'phone', answer: sipAnswer, side: round };
     }
     sipAnswer?.hangup();
-    closeAll(accepted.device_id);
+    // The accepted device's endpoint is the winner's from here: the round closes every other.
+    const endpoint = endpoints.get(accepted.device_id);
+    endpoints.delete(accepted.device_id);
+    closeAll();
     if (round.gone.aborted) {
-      endpoints.get(accepted.device_id)?.close();
+      endpoint?.close();
       await setDeviceBusy(pool, accepted.device_id, null);
-      return 'unanswered';
+      return undefined;
     }
-    return await connect(services, round, accepted, endpoints.get(accepted.device_id), owners.get(accepted.device_id));
+    return await answeredBrowser(services, round, accepted, endpoint, owners.get(accepted.device_id));
   } finally {
     stopListening();
     wake = () => {};
@@ -317,67 +318,40 @@ async function decidedOffers(
 }
 
 /**
- * The accepted device's leg: its answer taken, connected, bridged to the caller until either side hangs up. The
- * device is freed whatever happens. `answered` once bridged; `unanswered` when its answer or connection failed.
+ * The accepted device's leg: recorded (`browser`), its answer taken and its media up (ICE and DTLS), or undefined
+ * when its answer or connection failed (the leg ended, the device free again).
  */
-async function connect(
+async function answeredBrowser(
   services: CallServices,
   round: RoundContext,
   offer: OfferRow,
   endpoint: WebRtcMedia | undefined,
   device: DeviceRow | undefined,
-): Promise<RingOutcome> {
+): Promise<RoundWinner | undefined> {
   const { pool, log } = services;
-  // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
-  let legEnded: Promise<void> | undefined;
-  // A queue's device that claimed the entry is freed with its agent.
-  let claimed = false;
+  let leg: BrowserLeg | undefined;
   try {
-    if (endpoint === undefined || offer.sdp_answer === null) return 'unanswered';
+    if (endpoint === undefined || offer.sdp_answer === null) {
+      endpoint?.close();
+      await setDeviceBusy(pool, offer.device_id, null);
+      return undefined;
+    }
     const legId = await addLeg(pool, round.callId, {
       role: 'browser',
       remote: `device ${offer.device_id}`,
       sipCallId: null,
     });
-    const leg = new BrowserLeg(legId, endpoint, offer.device_id);
-    try {
-      await endpoint.acceptAnswer(offer.sdp_answer);
-      await endpoint.connected(connectTimeoutMs);
-    } catch (error) {
-      log.warn({ err: error, callId: round.callId, deviceId: offer.device_id }, 'the answering device did not connect');
-      endpoint.close();
-      await setLegState(pool, legId, 'ended');
-      return 'unanswered';
-    }
-    claimed = round.queued !== undefined && (await round.queued.claim(device?.member_id ?? null));
-    if (round.queued !== undefined && !claimed) {
-      endpoint.close();
-      await setLegState(pool, legId, 'ended');
-      return 'unanswered';
-    }
-    await setLegState(pool, legId, 'answered');
-    const connection = bridgeCaller(round.caller, endpoint);
-    await reportConnected(
-      services.pool,
-      round,
-      {
-        id: legId,
-        role: 'browser',
-        memberId: device?.member_id ?? null,
-        externalUserId: device?.external_user_id ?? null,
-      },
-      connection,
-    );
-    // A browser that went away while connecting has ended already: its hangup was heard before anyone listened.
-    if (!leg.ended) await farEndHungUp(leg, connection.until(round.gone));
-    connection.end();
-    await leg.bye();
-    const stats = endpoint.stats;
-    legEnded = setLegState(pool, legId, 'ended', { in: stats.framesIn, out: stats.framesOut });
-    return 'answered';
-  } finally {
+    leg = new BrowserLeg(legId, endpoint, offer.device_id);
+    await endpoint.acceptAnswer(offer.sdp_answer);
+    await endpoint.connected(connectTimeoutMs);
+    return { kind: 'browser', leg, device, deviceId: offer.device_id, side: round };
+  } catch (error) {
+    log.warn({ err: error, callId: round.callId, deviceId: offer.device_id }, 'the answering device did not connect');
     endpoint?.close();
-    const free = claimed ? round.queued?.ended(offer.device_id) : setDeviceBusy(pool, offer.device_id, null);
-    await Promise.all([free, legEnded]);
+    await Promise.all([
+      leg === undefined ? undefined : setLegState(pool, leg.id, 'ended'),
+      setDeviceBusy(pool, offer.device_id, null),
+    ]);
+    return undefined;
   }
 }

@@ -1,15 +1,15 @@
 /**
- * What one round of a `ring` step rings (ringing.ts): of its targets, the people's devices that can ring now (read in
+ * What one round of a `ring` step rings (round.ts): of its targets, the people's devices that can ring now (read in
  * one statement, or handed over by the queue's distribution, which read them with its offer) and the cells; each SIP
  * device's live bindings as INVITE targets with the mode its person is rung in.
  */
-import { systemClock } from '../../core/clock.ts';
-import { type DeviceRow, ringableDevicesOf } from '../../core/devices/devices.ts';
-import type { RingMode, RingTarget } from '../../core/routing/definition.ts';
-import type { RingPerson } from './control.ts';
-import type { SipRingTarget } from './ring-sip.ts';
-import type { RoundContext } from './ringing.ts';
-import type { CallServices } from './services.ts';
+import { systemClock } from '../../../../core/clock.ts';
+import { type DeviceRow, ringableDevicesOf } from '../../../../core/devices/devices.ts';
+import type { RingMode, RingTarget } from '../../../../core/routing/definition.ts';
+import type { RingPerson } from '../../control.ts';
+import type { SipRingTarget } from './desk-phones.ts';
+import type { RoundContext } from './round.ts';
+import type { CallServices } from '../../services.ts';
 
 export interface RoundTargets {
   people: RingPerson[];

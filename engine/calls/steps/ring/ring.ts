@@ -7,10 +7,10 @@
  * `next`.
  *
  * Each person target's `mode` (`ring`, `silent`, `muted`) goes with their devices' offers and desk phones' INVITEs
- * (ringing.ts, docs/phones.md "Ring modes"); a cell is an ordinary call.
+ * (round.ts, docs/phones.md "Ring modes"); a cell is an ordinary call.
  */
-import type { RingStep } from '../../../core/routing/definition.ts';
-import type { StepHandler } from './step.ts';
+import type { RingStep } from '../../../../core/routing/definition.ts';
+import type { StepHandler } from '../step.ts';
 
 export const ring: StepHandler<RingStep> = async (step, call) => {
   const rounds = step.strategy === 'simultaneous' ? [step.targets] : step.targets.map((target) => [target]);

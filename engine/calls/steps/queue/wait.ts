@@ -4,35 +4,27 @@
  * the queue's hold prompt looped, or the default hold music (media/hold-music.ts) until the prompt is ready or when
  * it cannot be made, until one of:
  *
- * - an agent answers: distribution (any engine's, engine/queue-distributor.ts) offers the entry to an agent, this
+ * - an agent answers: distribution (any engine's, distributor.ts) offers the entry to an agent, this
  *   engine hears it (the distributor's watch) and rings the agent's devices as a `ring` round does
- *   (ringing.ts, targets `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device
- *   to answer claims the entry (`answerEntry`: connected, the agent `on_call`) and is bridged to the caller; when
- *   the bridge ends the agent goes to wrap-up (the queue's `wrapUpSecs`), their device freed in the same write (the
+ *   (steps/ring/round.ts, targets `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device
+ *   to answer claims the entry (`answerEntry`: connected, the agent `on_call`) and is connected to the caller; when
+ *   the connection ends the agent goes to wrap-up (the queue's `wrapUpSecs`), their device freed in the same write (the
  *   distributor's `callEnded`). Not answered in time, or declined by every device: `releaseEntry` (a missed
  *   offer), the entry is back in its place and the caller keeps waiting. An offer whose entry stops being offered
  *   (the agent went away) stops ringing at once.
  * - `maxWaitMs` passes: the entry leaves `overflowed` and the plan takes `overflow`.
  * - the call ends (the caller hangs up, a command, shutdown): the entry leaves `abandoned` before the call's end is
  *   recorded (`queue.left` comes before `call.ended`).
- * - `offerCallback`: every `callbackPromptMs` the caller hears `callbackPrompt`; pressing `callbackKey` makes the
- *   entry `callback` (its place kept, the caller's number on it), the caller hears a goodbye and is hung up, and the
- *   call waits on without them. When the entry reaches an agent, the agent's devices ring first; once one answers,
- *   the caller is dialled through the number's carrier and bridged to the agent. A caller who does not answer: the
- *   agent is released (no missed offer) and the entry goes back in line; after `callbackAttempts` such tries it
- *   leaves `abandoned` and the call ends (`callback_unanswered`). `maxWaitMs` still counts from the call's entering:
- *   once it passes (after any offer ringing then), the entry leaves `abandoned` and the call ends
- *   (`callback_expired`). Offered only to a number the dial-out policy passes (core/calls/dial-policy.ts); refused
- *   by the time an agent is free, the entry leaves and the call ends `callback_refused` before any ring.
+ * - `offerCallback`: the caller may ask to be called back and hang up, keeping their place (callback.ts).
  *
  * A queue with `announce_position` or `announce_expected_wait`: `firstAnnouncementMs` after entering, then every
- * `announce_interval_secs`, the caller hears their position and/or expected wait (queue-announcements.ts), spoken
+ * `announce_interval_secs`, the caller hears their position and/or expected wait (announcements.ts), spoken
  * as the callback offer is: between offers, never into one ringing, the hold audio stopped meanwhile and started
  * again after.
  */
-import { agentsOffered, missedOffersLimit } from '../../core/agents/agent-states.ts';
-import { changeState } from '../../core/calls/calls.ts';
-import type { RingableDevices } from '../../core/devices/devices.ts';
+import { agentsOffered, missedOffersLimit } from '../../../../core/agents/agent-states.ts';
+import { changeState } from '../../../../core/calls/calls.ts';
+import type { RingableDevices } from '../../../../core/devices/devices.ts';
 import {
   answerEntry,
   entryById,
@@ -41,27 +33,27 @@ import {
   leaveQueue,
   releaseEntry,
   requestCallback,
-} from '../../core/queues/entries.ts';
-import { entryPlace } from '../../core/queues/figures.ts';
-import { queueById, type QueueRow } from '../../core/queues/queues.ts';
-import { holdMusicLoop } from '../media/hold-music.ts';
-import type { QueueCall, QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from './control.ts';
-import { playLooped } from '../media/looped-audio.ts';
-import { announcementText, firstAnnouncementMs } from './queue-announcements.ts';
-import { callbackAllowed } from './queue-callback.ts';
-import type { CallServices, EntryOffer } from './services.ts';
+} from '../../../../core/queues/entries.ts';
+import { entryPlace } from '../../../../core/queues/figures.ts';
+import { queueById, type QueueRow } from '../../../../core/queues/queues.ts';
+import { holdMusicLoop } from '../../../media/hold-music.ts';
+import type { QueueCall, QueueOutcome, QueueStepRequest as QueueRequest, RingOutcome } from '../../control.ts';
+import { playLooped } from '../../../media/looped-audio.ts';
+import { connectWinner, dropWinner, winnerMember } from '../ring/winner.ts';
+import { announcementText, firstAnnouncementMs } from './announcements.ts';
+import {
+  callbackAllowed,
+  callbackAttempts,
+  callbackGoodbye,
+  callbackKey,
+  callbackPrompt,
+  callbackPromptMs,
+  callbackRingMs,
+} from './callback.ts';
+import type { CallServices, EntryOffer } from '../../services.ts';
 
 /** How long a queue's offer rings the agent's devices before it counts as missed. */
 export const queueOfferMs = 15_000;
-/** How often a caller of a queue with `offerCallback` hears the offer. */
-export const callbackPromptMs = 30_000;
-export const callbackKey = '1';
-export const callbackPrompt = 'Press 1 to hang up and be called back. You keep your place in line.';
-export const callbackGoodbye = 'Thank you. We will call you back when an agent is free. Goodbye.';
-/** How long a callback rings the caller. */
-export const callbackRingMs = 30_000;
-/** Callbacks the caller did not answer before the entry is given up. */
-export const callbackAttempts = 3;
 
 /** Runs the wait; see the file's comment. */
 export async function waitInQueue(services: CallServices, call: QueueCall, step: QueueRequest): Promise<QueueOutcome> {
@@ -320,22 +312,12 @@ class QueueWait {
     this.dialFailed = false;
     let outcome: RingOutcome;
     try {
-      outcome = await this.call.ring(
-        members.map((memberId) => ({ memberId })),
-        queueOfferMs,
-        {
-          waitAudio: (signal) => signal.addEventListener('abort', () => this.stopHold(), { once: true }),
-          stop: stop.signal,
-          claim: (memberId) => this.claim(memberId),
-          ended: (deviceId) => this.wrapUp(deviceId),
-          ...(ringable === undefined ? {} : { ringable }),
-        },
-      );
+      outcome = await this.ringOffer(members, stop.signal, ringable);
     } finally {
       this.offerCheck = undefined;
       this.offerDeadline = undefined;
     }
-    // Answered: the round's `ended` sent the agent to wrap-up with their device when the connection ended.
+    // Answered: the agent went to wrap-up with their device when the connection ended.
     if (outcome === 'answered') return 'answered';
     if (this.call.gone.aborted) return 'ended';
     if (why === 'deadline') {
@@ -362,6 +344,27 @@ class QueueWait {
     return undefined;
   }
 
+  /**
+   * The offered agents' devices rung once (steps/ring/round.ts); the first to answer claims the entry and is
+   * connected to the caller until either side hangs up (`answered`), then wraps up; a failed claim hangs it up.
+   */
+  private async ringOffer(members: string[], stop: AbortSignal, ringable?: RingableDevices): Promise<RingOutcome> {
+    const targets = members.map((memberId) => ({ memberId }));
+    const waitAudio = (signal: AbortSignal) => signal.addEventListener('abort', () => this.stopHold(), { once: true });
+    const winner = await this.call.ring(targets, queueOfferMs, { waitAudio, stop, ...(ringable && { ringable }) });
+    if (winner === undefined) return 'unanswered';
+    const claimed = await this.claim(winnerMember(winner)).catch(async (error: unknown) => {
+      await dropWinner(this.services, winner);
+      throw error;
+    });
+    if (!claimed) {
+      await dropWinner(this.services, winner);
+      return 'unanswered';
+    }
+    await connectWinner(this.services, winner, (deviceId) => this.wrapUp(deviceId));
+    return 'answered';
+  }
+
   /** A device of `memberId` answered: a callback dials the caller first; then the entry is theirs, or not. */
   private async claim(memberId: string | null): Promise<boolean> {
     if (memberId === null) return false;
@@ -379,8 +382,8 @@ class QueueWait {
   }
 
   /**
-   * The agent who answered goes to wrap-up, with the device the call was on freed in the same write (the ring
-   * round's `ended`). Written once; asked again without a device (the call ending), nothing more is written. Should
+   * The agent who answered goes to wrap-up, with the device the call was on freed in the same write (once the
+   * connection is over). Written once; asked again without a device (the call ending), nothing more is written. Should
    * the device's end come second, the agent's change is written again and changes nothing.
    */
   private async wrapUp(deviceId?: string): Promise<void> {

@@ -8,29 +8,19 @@
  * binding past its expiry (on the engine's clock) is never rung.
  *
  * The first 200 wins among the bindings: the others are CANCELled, and an answer after the winner's (or after
- * `stop`) is acknowledged and hung up at once. Whether it wins against a browser's accept is ringing.ts's call.
- *
- * The winner (`connectSipDevice`) becomes the call's `device` leg, with its person in `call.connected`; the device
- * is busy while on the call; it is bridged to the caller until either hangs up (its BYE ends the call `completed`,
- * as a browser's hangup does), then the device is free again.
+ * `stop`) is acknowledged and hung up at once. Whether it wins against a browser's accept is the round's call
+ * (round.ts), which connects the winner as the call's `device` leg (`connectWinner`).
  */
 import { Grammar, type OutgoingInviteRequest, type Session } from 'sip.js/lib/core/index.js';
-import { addLeg, setLegState } from '../../core/calls/calls.ts';
-import { setDeviceBusy, type DeviceRow } from '../../core/devices/devices.ts';
-import type { SipBinding } from '../../core/devices/sip-bindings.ts';
-import type { RingMode } from '../../core/routing/definition.ts';
-import { bridgeCaller, reportConnected } from './connection.ts';
-import { holdSignal } from './hold-signal.ts';
-import { mutedUntilKey } from '../media/muted-until-key.ts';
-import { RtpEndpoint as Media } from '../media/rtp.ts';
-import { parseSdp, remoteFromAnswer } from '../media/sdp.ts';
-import { engineUser } from '../sip/sip-endpoint.ts';
-import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from './invite.ts';
-import { farEndHungUp } from './leg.ts';
-import { SipDeviceLeg, unpinLater } from './legs/sip-device.ts';
-import type { RingOutcome } from './control.ts';
-import type { RoundContext } from './ringing.ts';
-import type { CallServices } from './services.ts';
+import type { DeviceRow } from '../../../../core/devices/devices.ts';
+import type { SipBinding } from '../../../../core/devices/sip-bindings.ts';
+import type { RingMode } from '../../../../core/routing/definition.ts';
+import { RtpEndpoint as Media } from '../../../media/rtp.ts';
+import { parseSdp, remoteFromAnswer } from '../../../media/sdp.ts';
+import { engineUser } from '../../../sip/sip-endpoint.ts';
+import { cancelInvite, makeInvite, reasonHeader, refusedMedia } from '../../invite.ts';
+import { SipDeviceLeg, unpinLater } from '../../legs/sip-device.ts';
+import type { CallServices } from '../../services.ts';
 
 /** One binding of a device to ring. */
 export interface SipRingTarget {
@@ -47,7 +37,7 @@ export interface SipRingTarget {
  */
 const silentAlert = 'Alert-Info: <urn:alert:priority:low>';
 
-/** A device that answered: its dialog, media and flow, not yet a leg (ringing.ts records it or hangs it up). */
+/** A device that answered: its dialog, media and flow, not yet a leg (round.ts records it or hangs it up). */
 export interface SipAnswer {
   device: DeviceRow;
   binding: SipBinding;
@@ -185,63 +175,4 @@ export async function ringSipDevices(
   }
   if (pending === 0) settle(undefined);
   return { answered, stop: () => settle(undefined) };
-}
-
-/**
- * The answering SIP device's leg: recorded (`device`), the device busy, the call `connected` with it, bridged to the
- * caller until either side hangs up; then the leg ends and the device is free again. `answered`.
- */
-export async function connectSipDevice(
-  services: CallServices,
-  round: RoundContext,
-  answer: SipAnswer,
-): Promise<RingOutcome> {
-  const { pool } = services;
-  const { device } = answer;
-  let leg: SipDeviceLeg | undefined;
-  // The leg's end is written while the device is freed: a queue's agent is free again one write sooner.
-  let legEnded: Promise<void> | undefined;
-  // A queue's device that claimed the entry is freed with its agent.
-  let claimed = false;
-  try {
-    // A queue's offer: the entry must still be this person's (else the phone is hung up).
-    claimed = round.queued !== undefined && (await round.queued.claim(device.member_id));
-    if (round.queued !== undefined && !claimed) return 'unanswered';
-    await setDeviceBusy(pool, device.id, round.callId);
-    const legId = await addLeg(pool, round.callId, {
-      role: 'device',
-      remote: `device ${device.id} at ${answer.binding.source.address}:${answer.binding.source.port}`,
-      sipCallId: answer.sipCallId,
-    });
-    leg = answer.leg(legId);
-    // `muted`: the phone's audio is held back until its person presses a key (muted-until-key.ts).
-    const phone = answer.mode === 'muted' ? mutedUntilKey(leg.media) : undefined;
-    const connection = bridgeCaller(
-      round.caller,
-      phone ?? leg.media,
-      holdSignal(services, round.callId, leg, 'inactive'),
-    );
-    // Listening from now: the phone may hang up while the call is recorded connected.
-    const farEnd = farEndHungUp(leg, connection.until(round.gone));
-    await setLegState(pool, legId, 'answered');
-    await reportConnected(
-      services.pool,
-      round,
-      { id: legId, role: 'device', memberId: device.member_id, externalUserId: device.external_user_id },
-      connection,
-    );
-    const hungUp = await farEnd;
-    connection.end();
-    phone?.close();
-    if (!hungUp) await leg.bye();
-    const stats = leg.media.stats;
-    services.metrics.countRtp(stats);
-    legEnded = setLegState(pool, legId, 'ended', { in: stats.packetsIn, out: stats.packetsOut });
-    return 'answered';
-  } finally {
-    if (leg === undefined) answer.hangup();
-    else leg.release();
-    const free = claimed ? round.queued?.ended(device.id) : setDeviceBusy(pool, device.id, null);
-    await Promise.all([free, legEnded]);
-  }
 }

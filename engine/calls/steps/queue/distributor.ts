@@ -2,7 +2,7 @@
  * The engine's queue distributor (docs/contact-center.md, "Queue entries and distribution"). Distribution itself is
  * decided in PostgreSQL under locks (`distributeMany`, core/queues/distribution.ts), so any number of engines may run it for
  * one queue; this file decides when this engine runs it, and tells this engine's waiting callers
- * (engine/calls/queueing.ts) when their entry may have changed.
+ * (wait.ts) when their entry may have changed.
  *
  * - It listens on `switchboard_queue`. A notice naming an entry this engine holds wakes that entry's wait (it reads
  *   the entry again: an offer to ring, or an offer withdrawn). A notice `entered`, `released`, `left` or `agent` for a
@@ -25,20 +25,20 @@
  * - At start, the entries of calls a previous run of this engine held leave `abandoned`, as its calls end.
  */
 import type pg from 'pg';
-import { endWrapUps, missedOffersLimit } from '../core/agents/agent-states.ts';
-import { ChangeListener, queueChannel } from '../core/change-notices.ts';
-import type { Log } from '../core/log.ts';
+import { endWrapUps, missedOffersLimit } from '../../../../core/agents/agent-states.ts';
+import { ChangeListener, queueChannel } from '../../../../core/change-notices.ts';
+import type { Log } from '../../../../core/log.ts';
 import {
   abandonOwnedEntries,
   type EndedQueueCall,
   parseQueueNotice,
   type QueueNotice,
   queuesWithWaitingEntries,
-} from '../core/queues/entries.ts';
-import { type Distributed, distributeMany, endCallsAndOffer } from '../core/queues/distribution.ts';
-import { systemClock, type Clock } from '../core/clock.ts';
-import { ringableDevicesOf, type RingableDevices } from '../core/devices/devices.ts';
-import type { EntryOffer, QueueWatch } from './calls/services.ts';
+} from '../../../../core/queues/entries.ts';
+import { type Distributed, distributeMany, endCallsAndOffer } from '../../../../core/queues/distribution.ts';
+import { systemClock, type Clock } from '../../../../core/clock.ts';
+import { ringableDevicesOf, type RingableDevices } from '../../../../core/devices/devices.ts';
+import type { EntryOffer, QueueWatch } from '../../services.ts';
 
 /** How often the safety net runs (distribution of this engine's queues, the end of wrap-ups). */
 export const distributeEveryMs = 1_000;
@@ -274,7 +274,7 @@ export class QueueDistributor implements QueueWatch {
 
   /**
    * This engine's entries among the offers: their waits ring the agents without waiting for the notices, and with
-   * the agents' devices read here in one statement for all of them (ringing.ts then reads nothing before its
+   * the agents' devices read here in one statement for all of them (the ring round then reads nothing before its
    * INVITEs; when this read fails, each round reads its own).
    */
   private handOver(offered: readonly Distributed[]): void {
