@@ -13,40 +13,40 @@ import type { RingTarget, RoutingPlanDefinition } from '../../core/routing/defin
 import { scheduleHours } from '../../core/routing/schedules.ts';
 import type { FinishTransferCommand, SuperviseCommand, TransferCommand } from '../../core/calls/commands.ts';
 import type { RtpEndpoint } from '../media/rtp.ts';
-import type { CallControl, Prompt, QueueCall, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
+import { CallerLine } from './caller-line.ts';
+import type { CallSession, MemberRound, Prompt, QueueOutcome, QueueStepRequest, RingOutcome } from './control.ts';
 import { connectParty } from './connect-party.ts';
 import { type DialRole, dialOut, hangUpDialled } from './dial-out.ts';
-import { type AsideRound, type CallerMedia, connectionOf, holdSignal } from './connection.ts';
+import { connectionOf, holdSignal } from './connection.ts';
 import { promptAudio } from './prompt-audio.ts';
 import { Supervisions } from './supervision.ts';
-import { type TransferHost, transferQueueRequest, Transfers, transferRingMs } from './transfer.ts';
+import { transferQueueRequest, Transfers, transferRingMs } from './transfer.ts';
 import type { Leg } from './leg.ts';
 import type { SipDialogLeg } from './legs/sip-dialog.ts';
 import { waitInQueue } from './steps/queue/wait.ts';
-import { ringRound, type RoundContext } from './steps/ring/round.ts';
+import { type QueuedRound, ringRound, type RoundContext, type RoundWinner } from './steps/ring/round.ts';
 import { ringAndConnect } from './steps/ring/winner.ts';
 import { runPlan } from './runner.ts';
 import type { CallServices } from './services.ts';
 import { recordVoicemail } from './voicemail-recording.ts';
 
-/** A ring round's own caller side and end (a warm transfer's consultation, a supervisor), or a queue's offer. */
-type RoundOptions = Pick<RoundContext, 'queued' | 'aside'> & { caller?: CallerMedia; gone?: AbortSignal };
-
-export class Call implements CallControl {
+export class Call implements CallSession {
   ended = false;
-  private readonly gone = new AbortController();
+  private readonly ending = new AbortController();
+  readonly gone = this.ending.signal;
+  readonly callId: string;
+  readonly workspaceId: string;
+  readonly fromNumber: string;
   /** The answer's records (caller leg answered, state routing), once `run` started writing them. */
   private answerRecorded: Promise<void> = Promise.resolve();
-  private readonly keys: string[] = [];
-  private keyWaiter: ((key: string | undefined) => void) | undefined;
+  /** The caller's leg now, its keys and prompts. */
+  private readonly line = new CallerLine(this.gone);
   /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
   private readonly taken: string[] = [];
   /** The ring rounds so far (`ringSeq` is unique within the call, across its ring steps). */
   private ringSeq = 0;
   /** Told of every change of this call's offers (a ring round waiting for an accept). */
   private readonly offerListeners = new Set<() => void>();
-  /** The caller's leg now: none while a queue's callback waits, the dialled one once the caller is called back. */
-  private caller: Leg | undefined;
   /** Run before the end is recorded (a queue's entry leaving). */
   private readonly endHooks: Array<() => Promise<void>> = [];
   /** Transfers and supervisors' legs asked of the call (transfer.ts, supervision.ts). */
@@ -63,43 +63,32 @@ export class Call implements CallControl {
     /** Told once, when the call ends (the registry of active calls forgets it). */
     private readonly onEnd: (call: Call) => void,
   ) {
+    this.callId = row.id;
+    this.workspaceId = row.workspace_id;
+    this.fromNumber = row.from_number;
     this.attach(firstLeg);
-    const host: TransferHost = {
-      callId: row.id,
-      gone: this.gone.signal,
-      callerMedia: () => this.caller?.media,
-      ringMember: (memberId, options) => this.ringWith([{ memberId }], transferRingMs, options),
-      dial: (e164, signal) => this.dial(e164, 'transfer', transferRingMs, signal),
-      offering: async () => void (await changeState(services.pool, row.id, 'offering')),
-      waitInQueue: async (queueId) => (await this.waitInQueue(transferQueueRequest(queueId))) === 'answered',
-      say: async (text) => void (await this.play({ tts: text })),
-      hangup: (reason) => this.hangup(reason),
-    };
-    this.transfers = new Transfers(services, host);
-    this.supervisions = new Supervisions(services, host);
+    this.transfers = new Transfers(services, this);
+    this.supervisions = new Supervisions(services, this);
   }
 
   /** `leg` is the caller's from now: its keys are the call's, its hangup ends the call. */
   private attach(leg: Leg): void {
-    this.caller = leg;
-    // Listening for keys from the first packet on: a caller may press one right after the ACK.
-    leg.onDtmf((digit) => {
-      if (this.caller !== leg) return;
-      const waiter = this.keyWaiter;
-      if (waiter !== undefined) {
-        this.keyWaiter = undefined;
-        waiter(digit);
-      } else this.keys.push(digit);
-    });
-    leg.onHangup(() => {
-      if (this.caller === leg) void this.finish('caller_hangup');
-    });
+    this.line.attach(leg, () => void this.finish('caller_hangup'));
   }
 
   /** The caller's media (a step that needs it runs only while the caller is on the line). */
   private get media(): RtpEndpoint {
-    if (this.caller === undefined) throw new Error('the caller is not on the line');
-    return this.caller.media;
+    const media = this.callerMedia();
+    if (media === undefined) throw new Error('the caller is not on the line');
+    return media;
+  }
+
+  callerMedia(): RtpEndpoint | undefined {
+    return this.line.current?.media;
+  }
+
+  onCallerKeys(listener: (digit: string) => void): () => void {
+    return this.line.onKeys(listener);
   }
 
   /** The call is answered: it runs the plan version it started with, and hangs up if the plan fails. */
@@ -129,78 +118,37 @@ export class Call implements CallControl {
   }
 
   async play(prompt: Prompt, options: { stopOnKey?: boolean } = {}): Promise<{ key: string | undefined }> {
-    const caller = this.caller;
-    if (this.ended || caller === undefined) return { key: undefined };
+    if (this.ended || this.line.current === undefined) return { key: undefined };
     const pcm = await promptAudio(this.services, this.row.id, prompt);
-    const stop = new AbortController();
-    const onGone = () => stop.abort();
-    this.gone.signal.addEventListener('abort', onGone, { once: true });
-    let pressed: string | undefined;
-    let unsubscribe: (() => void) | undefined;
-    if (options.stopOnKey === true) {
-      // A key pressed before the prompt (typed ahead) answers it at once.
-      const early = this.keys.shift();
-      if (early !== undefined) {
-        this.gone.signal.removeEventListener('abort', onGone);
-        return { key: early };
-      }
-      unsubscribe = caller.onDtmf((digit) => {
-        pressed ??= digit;
-        stop.abort();
-      });
-    }
-    try {
-      await caller.media.play(pcm, stop.signal);
-    } finally {
-      unsubscribe?.();
-      this.gone.signal.removeEventListener('abort', onGone);
-    }
-    if (pressed !== undefined) {
-      // The key that cut the prompt is the answer; the queued copy is not a second press.
-      const index = this.keys.indexOf(pressed);
-      if (index !== -1) this.keys.splice(index, 1);
-    }
-    return { key: pressed };
+    return { key: await this.line.play(pcm, options.stopOnKey === true) };
+  }
+
+  async say(text: string): Promise<void> {
+    await this.play({ tts: text });
   }
 
   key(timeoutMs: number): Promise<string | undefined> {
-    if (this.ended) return Promise.resolve(undefined);
-    const queued = this.keys.shift();
-    if (queued !== undefined) return Promise.resolve(queued);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => finish(undefined), timeoutMs);
-      const onGone = () => finish(undefined);
-      const finish = (key: string | undefined) => {
-        clearTimeout(timer);
-        this.gone.signal.removeEventListener('abort', onGone);
-        if (this.keyWaiter === finish) this.keyWaiter = undefined;
-        resolve(key);
-      };
-      this.gone.signal.addEventListener('abort', onGone, { once: true });
-      this.keyWaiter = finish;
-    });
+    return this.ended ? Promise.resolve(undefined) : this.line.key(timeoutMs);
   }
 
   async voicemail(maxMs: number): Promise<void> {
     if (this.ended) return;
-    await recordVoicemail(this.services, this.row, this.media, this.gone.signal, maxMs);
+    await recordVoicemail(this.services, this.row, this.media, this.gone, maxMs);
   }
 
   /**
-   * Dials `to` through the called number's carrier and, once answered, bridges the two legs until either side hangs
-   * up (true). Not answered within `timeoutMs`, refused, or impossible (no carrier, a carrier named only by a CIDR
-   * range): false, and the call goes on with the step's `next`.
+   * Dials `to` through the called number's carrier and, once answered, connects it to the caller until either side
+   * hangs up (true). Not answered within `timeoutMs`, refused, or impossible (no carrier, a carrier named only by a
+   * CIDR range): false, and the call goes on with the step's `next`.
    */
   async forward(to: string, timeoutMs: number): Promise<boolean> {
     if (this.ended) return false;
-    const leg = await this.dial(to, 'forward', timeoutMs, this.gone.signal);
+    const leg = await this.dial(to, 'forward', timeoutMs, this.gone);
     if (leg === undefined) return false;
-    const { ended } = await connectParty(
-      this.services,
-      { callId: this.row.id, caller: this.media, gone: this.gone.signal },
-      { leg, who: { role: 'forward' } },
-    );
-    await ended;
+    const side = { callId: this.callId, caller: this.media, gone: this.gone };
+    await (
+      await connectParty(this.services, side, { leg, who: { role: 'forward' } })
+    ).ended;
     await this.transfers.afterConnection();
     return true;
   }
@@ -208,8 +156,8 @@ export class Call implements CallControl {
   /** Dials `to` from the called number through its carrier (dial-out.ts); what cannot be dialled is noted. */
   private dial(to: string, role: DialRole, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined> {
     return dialOut(this.services, {
-      callId: this.row.id,
-      workspaceId: this.row.workspace_id,
+      callId: this.callId,
+      workspaceId: this.workspaceId,
       from: this.row.to_number,
       carrierName: this.carrierName,
       to,
@@ -220,47 +168,58 @@ export class Call implements CallControl {
     });
   }
 
+  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined> {
+    return this.dial(to, 'cell', timeoutMs, signal);
+  }
+
+  dialTransfer(e164: string, signal: AbortSignal): Promise<SipDialogLeg | undefined> {
+    return this.dial(e164, 'transfer', transferRingMs, signal);
+  }
+
   /**
    * One round of a `ring` step (steps/ring/round.ts): the people's live devices offered the call and the cells
    * dialled out through the called number's carrier, ringback to the caller, and the first to answer connected to the
    * caller until either side hangs up (`answered`).
    */
   async ring(targets: readonly RingTarget[], timeoutMs: number): Promise<RingOutcome> {
-    const outcome = await this.ringWith(targets, timeoutMs, {});
+    if (this.ended) return 'unanswered';
+    const outcome = await ringAndConnect(this.services, this.round({}), targets, timeoutMs);
     if (outcome === 'answered') await this.transfers.afterConnection();
     return outcome;
   }
 
-  /** One round (see `ring`); `caller` and `aside` ring for a warm transfer's consultation, `gone` ends it early. */
-  private async ringWith(
+  async ringMember(memberId: string, options: MemberRound): Promise<RingOutcome> {
+    if (this.ended) return 'unanswered';
+    return ringAndConnect(this.services, this.round(options), [{ memberId }], transferRingMs);
+  }
+
+  async ringOffer(
     targets: readonly RingTarget[],
     timeoutMs: number,
-    options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
-  ): Promise<RingOutcome> {
-    if (this.ended) return 'unanswered';
-    return ringAndConnect(this.services, this.round(options), targets, timeoutMs);
+    queued: QueuedRound,
+  ): Promise<RoundWinner | undefined> {
+    return this.ended ? undefined : ringRound(this.services, this.round({ queued }), targets, timeoutMs);
+  }
+
+  onOfferChange(listener: () => void): () => void {
+    this.offerListeners.add(listener);
+    return () => this.offerListeners.delete(listener);
   }
 
   /** The next ring round of the call: its number (`ringSeq`), what it rings to and how long it may last. */
-  private round(options: RoundOptions): RoundContext {
+  private round(options: MemberRound & { queued?: QueuedRound }): RoundContext {
     this.ringSeq += 1;
     const { queued, aside } = options;
     // The caller's media is read when the round needs it: a queue's callback has dialled the caller by then.
     const media = () => options.caller ?? this.media;
     return {
-      callId: this.row.id,
-      workspaceId: this.row.workspace_id,
+      call: this,
+      callId: this.callId,
       ringSeq: this.ringSeq,
       get caller() {
         return media();
       },
-      gone: options.gone ?? this.gone.signal,
-      dialCell: (to, ringMs, signal) => this.dial(to, 'cell', ringMs, signal),
-      callerNumber: this.row.from_number,
-      onOfferChange: (listener) => {
-        this.offerListeners.add(listener);
-        return () => this.offerListeners.delete(listener);
-      },
+      gone: options.gone ?? this.gone,
       ...(queued === undefined ? {} : { queued }),
       ...(aside === undefined ? {} : { aside }),
     };
@@ -273,56 +232,47 @@ export class Call implements CallControl {
     return outcome;
   }
 
+  async transferToQueue(queueId: string): Promise<boolean> {
+    return (await this.waitInQueue(transferQueueRequest(queueId))) === 'answered';
+  }
+
   private async waitInQueue(request: QueueStepRequest): Promise<QueueOutcome> {
     if (this.ended) return 'ended';
-    const queueCall: QueueCall = {
-      callId: this.row.id,
-      workspaceId: this.row.workspace_id,
-      fromNumber: this.row.from_number,
-      caller: () => this.media,
-      gone: this.gone.signal,
-      onDtmf: (listener) => {
-        const leg = this.caller;
-        return leg === undefined ? () => {} : leg.onDtmf(listener);
-      },
-      ring: async (targets, timeoutMs, queued) =>
-        this.ended ? undefined : ringRound(this.services, this.round({ queued }), targets, timeoutMs),
-      beforeEnd: (hook) => void this.endHooks.push(hook),
-      say: async (text) => void (await this.play({ tts: text })),
-      releaseCaller: (goodbye) => this.releaseCaller(goodbye),
-      dialBack: async (number, timeoutMs) => {
-        const leg = await this.dial(number, 'callback', timeoutMs, this.gone.signal);
-        if (leg === undefined) return false;
-        this.dialledBack(leg);
-        return true;
-      },
-      dropCaller: () => this.releaseCaller(),
-      hangup: (reason) => this.hangup(reason),
-    };
-    const outcome = await waitInQueue(this.services, queueCall, request);
+    const outcome = await waitInQueue(this.services, this, request);
     // Keys pressed while waiting were the queue's (its callback key), not typed ahead for the next step.
-    this.keys.length = 0;
+    this.line.forgetKeys();
     return outcome;
   }
 
-  /** A dialled-back caller is the caller from now (until the call ends or lets them go). */
-  private dialledBack(leg: SipDialogLeg): void {
-    if (this.ended) {
-      void hangUpDialled(this.services, leg);
-      return;
-    }
-    this.attach(leg);
+  beforeEnd(hook: () => Promise<void>): void {
+    this.endHooks.push(hook);
+  }
+
+  async offering(): Promise<void> {
+    await changeState(this.services.pool, this.callId, 'offering');
+  }
+
+  async dialBack(number: string, timeoutMs: number): Promise<boolean> {
+    const leg = await this.dial(number, 'callback', timeoutMs, this.gone);
+    if (leg === undefined) return false;
+    // A dialled-back caller is the caller from now (until the call ends or lets them go).
+    if (this.ended) void hangUpDialled(this.services, leg);
+    else this.attach(leg);
+    return true;
+  }
+
+  dropCaller(): Promise<void> {
+    return this.releaseCaller();
   }
 
   /** The goodbye if any, then our BYE to the caller; the call goes on without them (a queue's callback). */
-  private async releaseCaller(goodbye?: string): Promise<void> {
-    const leg = this.caller;
-    if (leg === undefined) return;
+  async releaseCaller(goodbye?: string): Promise<void> {
     // Not the caller's any more: their BYE during the goodbye, or crossing ours, does not end the call.
-    this.caller = undefined;
+    const leg = this.line.detach();
+    if (leg === undefined) return;
     if (goodbye !== undefined)
-      await leg.media.play(await promptAudio(this.services, this.row.id, { tts: goodbye }), this.gone.signal);
-    await leg.bye(this.gone.signal);
+      await leg.media.play(await promptAudio(this.services, this.row.id, { tts: goodbye }), this.gone);
+    await leg.bye(this.gone);
     await this.closeLeg(leg);
   }
 
@@ -348,9 +298,10 @@ export class Call implements CallControl {
 
   /** Holds or resumes the caller's connection (connection.ts, its re-INVITEs); unbridged, there is nothing to hold. */
   hold(on: boolean): boolean {
-    const connection = this.caller === undefined ? undefined : connectionOf(this.caller.media);
+    const leg = this.line.current;
+    const connection = leg === undefined ? undefined : connectionOf(leg.media);
     if (this.ended || connection === undefined) return false;
-    connection.hold(on, holdSignal(this.services, this.row.id, this.caller, 'sendonly'));
+    connection.hold(on, holdSignal(this.services, this.row.id, leg, 'sendonly'));
     return true;
   }
 
@@ -373,7 +324,7 @@ export class Call implements CallControl {
   /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
   async hangup(reason: string): Promise<void> {
     if (this.ended) return;
-    await this.caller?.bye(this.gone.signal);
+    await this.line.current?.bye(this.gone);
     if (this.ended) return;
     await this.finish(reason);
   }
@@ -382,8 +333,8 @@ export class Call implements CallControl {
   async finish(reason: string): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    this.gone.abort();
-    const leg = this.caller;
+    this.ending.abort();
+    const leg = this.line.current;
     const closed = leg === undefined ? Promise.resolve() : this.closeLeg(leg);
     this.onEnd(this);
     // A failure to record the answer is the run's to report; the end is recorded either way.

@@ -1,10 +1,13 @@
 /**
- * What the routing steps ask of a call (`CallControl`), and what they know of the plan run (`StepContext`). `Call`
- * (call.ts) implements `CallControl` on its legs; tests drive the steps with a double (test/helpers/call-control.ts).
+ * What the routing steps ask of a call (`CallControl`), what they know of the plan run (`StepContext`), and the one
+ * session a call offers to everything that runs on it (`CallSession`, with the view each part takes). `Call`
+ * (call.ts) implements it on its legs; tests drive the steps with a double (test/helpers/call-control.ts).
  */
 import type { RoutingPlanDefinition, RingTarget } from '../../core/routing/definition.ts';
 import type { ScheduleHours } from '../../core/routing/opening-hours.ts';
 import type { RtpEndpoint } from '../media/rtp.ts';
+import type { AsideRound, CallerMedia } from './connection.ts';
+import type { SipDialogLeg } from './legs/sip-dialog.ts';
 import type { QueuedRound, RoundWinner } from './steps/ring/round.ts';
 
 export type Prompt = { tts: string } | { audioUrl: string };
@@ -74,26 +77,46 @@ export interface StepContext extends RunnerContext {
   stepId: string;
 }
 
-/** What a `queue` step's wait needs of its call (steps/queue/wait.ts; call.ts implements it). */
-export interface QueueCall {
-  callId: string;
-  workspaceId: string;
-  /** The caller's number (a callback dials it). */
-  fromNumber: string;
-  /** The caller's media now. */
-  caller(): RtpEndpoint;
+/**
+ * A call as everything that runs on it sees it: its routing steps (`CallControl`), a queue's wait (`QueueCall`),
+ * its transfers (`TransferCall`), supervisions (`SupervisedCall`) and ring rounds (`RingingCall`). `Call` (call.ts)
+ * is the one implementation; each part is given the view it needs, and tests drive a part through a double of it.
+ */
+export interface CallSession extends CallControl {
+  readonly callId: string;
+  readonly workspaceId: string;
+  /** The caller's number (a callback dials it; SIP devices are shown it). */
+  readonly fromNumber: string;
   /** Aborts when the call ends. */
-  gone: AbortSignal;
-  onDtmf(listener: (digit: string) => void): () => void;
-  /**
-   * Rings one round of the call for an offer of the entry (steps/ring/round.ts), the caller hearing `queued`'s audio;
-   * returns who answered, not yet connected (the wait claims the entry for them and connects them), or undefined.
-   */
-  ring(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RoundWinner | undefined>;
-  /** Runs `hook` before the call's end is recorded, whatever ends it. */
-  beforeEnd(hook: () => Promise<void>): void;
+  readonly gone: AbortSignal;
+  /** The caller's media now (undefined while no caller is on the line: a queue's callback waits). */
+  callerMedia(): RtpEndpoint | undefined;
+  /** Hears the keys of the caller on the line now; returns the unsubscribe. */
+  onCallerKeys(listener: (digit: string) => void): () => void;
   /** Plays a text prompt to the caller (resolves when done, or at once when it cannot be made). */
   say(text: string): Promise<void>;
+  /** Runs `hook` before the call's end is recorded, whatever ends it. */
+  beforeEnd(hook: () => Promise<void>): void;
+  /**
+   * Rings one round of the call for an offer of a queue's entry (steps/ring/round.ts), the caller hearing `queued`'s
+   * audio; returns who answered, not yet connected (the wait claims the entry for them and connects them).
+   */
+  ringOffer(targets: readonly RingTarget[], timeoutMs: number, queued: QueuedRound): Promise<RoundWinner | undefined>;
+  /**
+   * Rings a member's devices and connects the first to answer to `caller` (the caller's media by default, a warm
+   * transfer's agent or a supervisor's port); `answered` once that connection is over.
+   */
+  ringMember(memberId: string, options: MemberRound): Promise<RingOutcome>;
+  /** Dials a cell of a ring round out through the called number's carrier (cancelled when `signal` aborts). */
+  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
+  /** Dials a transfer's number out through the called number's carrier, ringing `transferRingMs`. */
+  dialTransfer(e164: string, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
+  /** Called with every offer notice of the call while a round waits; returns the unsubscribe. */
+  onOfferChange(listener: () => void): () => void;
+  /** The call is `offering` (a blind transfer's number rings). */
+  offering(): Promise<void>;
+  /** The caller waits in the queue as a transfer moved them; true once an agent answered (and the bridge is over). */
+  transferToQueue(queueId: string): Promise<boolean>;
   /**
    * The goodbye, then our BYE to the caller; the call goes on without them (a callback). The caller hanging up
    * meanwhile does not end the call.
@@ -103,5 +126,41 @@ export interface QueueCall {
   dialBack(number: string, timeoutMs: number): Promise<boolean>;
   /** A dialled-back caller who is not wanted after all: BYE, the call goes on without them. */
   dropCaller(): Promise<void>;
-  hangup(reason: string): Promise<void>;
 }
+
+/** A member's round beside the call's own connection: its caller side, its report, its own end. */
+export interface MemberRound {
+  caller?: CallerMedia;
+  aside?: AsideRound;
+  gone?: AbortSignal;
+}
+
+/** What a `queue` step's wait needs of its call (steps/queue/wait.ts). */
+export type QueueCall = Pick<
+  CallSession,
+  | 'callId'
+  | 'workspaceId'
+  | 'fromNumber'
+  | 'gone'
+  | 'callerMedia'
+  | 'onCallerKeys'
+  | 'ringOffer'
+  | 'beforeEnd'
+  | 'say'
+  | 'releaseCaller'
+  | 'dialBack'
+  | 'dropCaller'
+  | 'hangup'
+>;
+
+/** What a transfer needs of its call (transfer.ts). */
+export type TransferCall = Pick<
+  CallSession,
+  'callId' | 'gone' | 'callerMedia' | 'ringMember' | 'dialTransfer' | 'offering' | 'transferToQueue' | 'say' | 'hangup'
+>;
+
+/** What a supervision needs of its call (supervision.ts). */
+export type SupervisedCall = Pick<CallSession, 'callId' | 'gone' | 'callerMedia' | 'ringMember'>;
+
+/** What a ring round needs of its call beyond the round's own data (steps/ring/round.ts). */
+export type RingingCall = Pick<CallSession, 'callId' | 'workspaceId' | 'fromNumber' | 'dialCell' | 'onOfferChange'>;

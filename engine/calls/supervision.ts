@@ -23,20 +23,8 @@ import { emit, errorReporter } from '../media/listeners.ts';
 import { Mixer } from '../media/mixer.ts';
 import { frameAt, frameCount, pace } from '../media/player.ts';
 import { type AsideRound, type CallerMedia, type Connection, connectionOf, type Wiring } from './connection.ts';
+import type { SupervisedCall } from './control.ts';
 import type { CallServices } from './services.ts';
-
-/** What a supervision asks of its call (call.ts). */
-export interface SupervisionHost {
-  callId: string;
-  gone: AbortSignal;
-  /** The caller's media now (undefined while no caller is on the line). */
-  callerMedia(): CallerMedia | undefined;
-  /** Rings a member's devices with `caller` as the side they are bridged to; resolves once the round is over. */
-  ringMember(
-    memberId: string,
-    options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
-  ): Promise<'answered' | 'unanswered'>;
-}
 
 type Input = 'caller' | 'party' | 'supervisor';
 
@@ -53,7 +41,7 @@ export class Supervisions {
 
   constructor(
     private readonly services: CallServices,
-    private readonly host: SupervisionHost,
+    private readonly host: SupervisedCall,
   ) {}
 
   /** Acts on a recorded request (the notice or the re-read; a request is taken up once). */

@@ -31,9 +31,8 @@ import { ringbackCadence } from '../media/ringback.ts';
 import { type AsideRound, type CallerMedia, type Connection, connectionOf } from './connection.ts';
 import { connectParty } from './connect-party.ts';
 import { hangUpDialled } from './dial-out.ts';
-import type { SipDialogLeg } from './legs/sip-dialog.ts';
 import { playLooped } from '../media/looped-audio.ts';
-import type { QueueStepRequest } from './control.ts';
+import type { QueueStepRequest, TransferCall } from './control.ts';
 import type { CallServices } from './services.ts';
 
 /** How long a transfer's target rings. */
@@ -45,27 +44,6 @@ export function transferQueueRequest(queueId: string): QueueStepRequest {
   return { queueId, maxWaitMs: transferQueueWaitMs, offerCallback: false, priority: 0 };
 }
 export const transferFailedPrompt = 'Sorry, the transfer could not be completed. Goodbye.';
-
-/** What a transfer asks of its call (call.ts). */
-export interface TransferHost {
-  callId: string;
-  gone: AbortSignal;
-  /** The caller's media now (undefined while no caller is on the line). */
-  callerMedia(): CallerMedia | undefined;
-  /** Rings a member's devices with `caller` as the side they are bridged to; 'answered' once the bridge is over. */
-  ringMember(
-    memberId: string,
-    options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
-  ): Promise<'answered' | 'unanswered'>;
-  /** Dials `e164` out through the called number's carrier (ringing `transferRingMs`, cancelled on `signal`). */
-  dial(e164: string, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
-  /** The call is `offering` (a blind transfer's number rings). */
-  offering(): Promise<void>;
-  /** The caller waits in the queue; true once an agent answered (and the bridge is over). */
-  waitInQueue(queueId: string): Promise<boolean>;
-  say(text: string): Promise<void>;
-  hangup(reason: string): Promise<void>;
-}
 
 /** A warm transfer's consultation in progress. */
 interface Consultation {
@@ -92,7 +70,7 @@ export class Transfers {
 
   constructor(
     private readonly services: CallServices,
-    private readonly host: TransferHost,
+    private readonly host: TransferCall,
   ) {}
 
   /** Acts on a recorded transfer (the notice or the re-read; a request is taken up once). */
@@ -237,7 +215,7 @@ export class Transfers {
     let answered: boolean;
     if ('memberId' in target) answered = (await this.host.ringMember(target.memberId, {})) === 'answered';
     else if ('e164' in target) answered = await this.dialNumber(target.e164, {});
-    else answered = await this.host.waitInQueue(target.queueId);
+    else answered = await this.host.transferToQueue(target.queueId);
     if (!answered) await this.failed();
   }
 
@@ -255,7 +233,7 @@ export class Transfers {
     if (options.aside === undefined) await this.host.offering();
     const ringing = new AbortController();
     playLooped(caller, ringbackCadence(), ringing.signal);
-    const leg = await this.host.dial(e164, gone).finally(() => ringing.abort());
+    const leg = await this.host.dialTransfer(e164, gone).finally(() => ringing.abort());
     if (leg === undefined) return false;
     if (gone.aborted) {
       await hangUpDialled(this.services, leg);

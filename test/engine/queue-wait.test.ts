@@ -75,10 +75,10 @@ test('an offer read after its notice, then handed over late, is rung once; the n
     callId: row.id,
     workspaceId,
     fromNumber: row.from_number,
-    caller: () => media,
+    callerMedia: () => media,
     gone: gone.signal,
-    onDtmf: () => () => {},
-    ring: (targets, _timeoutMs, queued: QueuedRound) =>
+    onCallerKeys: () => () => {},
+    ringOffer: (targets, _timeoutMs, queued: QueuedRound) =>
       new Promise<undefined>((resolve) => {
         queued.waitAudio(new AbortController().signal);
         rounds.push({

@@ -4,23 +4,22 @@
  * the queue's hold prompt looped, or the default hold music (media/hold-music.ts) until the prompt is ready or when
  * it cannot be made, until one of:
  *
- * - an agent answers: distribution (any engine's, distributor.ts) offers the entry to an agent, this
- *   engine hears it (the distributor's watch) and rings the agent's devices as a `ring` round does
- *   (steps/ring/round.ts, targets `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device
- *   to answer claims the entry (`answerEntry`: connected, the agent `on_call`) and is connected to the caller; when
- *   the connection ends the agent goes to wrap-up (the queue's `wrapUpSecs`), their device freed in the same write (the
- *   distributor's `callEnded`). Not answered in time, or declined by every device: `releaseEntry` (a missed
- *   offer), the entry is back in its place and the caller keeps waiting. An offer whose entry stops being offered
- *   (the agent went away) stops ringing at once.
+ * - an agent answers: distribution (any engine's, distributor.ts) offers the entry to an agent, this engine hears it
+ *   (the distributor's watch) and rings the agent's devices as a `ring` round does (steps/ring/round.ts, targets
+ *   `[{ memberId }]`) for `queueOfferMs`, the caller still hearing hold music. The first device to answer claims the
+ *   entry (`answerEntry`: connected, the agent `on_call`) and is connected to the caller; when the connection ends
+ *   the agent goes to wrap-up (the queue's `wrapUpSecs`), their device freed in the same write (the distributor's
+ *   `callEnded`). Not answered in time, or declined by every device: `releaseEntry` (a missed offer), the entry is
+ *   back in its place and the caller keeps waiting. An offer whose entry stops being offered (the agent went away)
+ *   stops ringing at once.
  * - `maxWaitMs` passes: the entry leaves `overflowed` and the plan takes `overflow`.
  * - the call ends (the caller hangs up, a command, shutdown): the entry leaves `abandoned` before the call's end is
  *   recorded (`queue.left` comes before `call.ended`).
  * - `offerCallback`: the caller may ask to be called back and hang up, keeping their place (callback.ts).
  *
  * A queue with `announce_position` or `announce_expected_wait`: `firstAnnouncementMs` after entering, then every
- * `announce_interval_secs`, the caller hears their position and/or expected wait (announcements.ts), spoken
- * as the callback offer is: between offers, never into one ringing, the hold audio stopped meanwhile and started
- * again after.
+ * `announce_interval_secs`, the caller hears their position and/or expected wait (announcements.ts), spoken as the
+ * callback offer is: between offers, never into one ringing, the hold audio stopped meanwhile and started again after.
  */
 import { agentsOffered, missedOffersLimit } from '../../../../core/agents/agent-states.ts';
 import { changeState } from '../../../../core/calls/calls.ts';
@@ -144,7 +143,7 @@ class QueueWait {
     // A callback needs a number the dial-out policy passes: the SIP From is outside input (withheld, an emergency
     // number, a blocked prefix).
     const offerCallback = this.step.offerCallback && (await callbackAllowed(this.services, call, call.fromNumber));
-    const stopKeys = call.onDtmf((digit) => {
+    const stopKeys = call.onCallerKeys((digit) => {
       if (digit === callbackKey && offerCallback && !this.callback) this.add('key');
     });
     this.timers.push(
@@ -199,10 +198,11 @@ class QueueWait {
   }
 
   private startHold(): void {
-    if (this.hold !== undefined || this.callback || this.call.gone.aborted) return;
+    const media = this.call.callerMedia();
+    if (this.hold !== undefined || this.callback || this.call.gone.aborted || media === undefined) return;
     const stop = new AbortController();
     this.hold = stop;
-    playLooped(this.call.caller(), this.holdAudio, stop.signal);
+    playLooped(media, this.holdAudio, stop.signal);
   }
 
   /** The queue's hold prompt, made (TTS) or fetched while the default music plays, then played instead of it. */
@@ -351,7 +351,7 @@ class QueueWait {
   private async ringOffer(members: string[], stop: AbortSignal, ringable?: RingableDevices): Promise<RingOutcome> {
     const targets = members.map((memberId) => ({ memberId }));
     const waitAudio = (signal: AbortSignal) => signal.addEventListener('abort', () => this.stopHold(), { once: true });
-    const winner = await this.call.ring(targets, queueOfferMs, { waitAudio, stop, ...(ringable && { ringable }) });
+    const winner = await this.call.ringOffer(targets, queueOfferMs, { waitAudio, stop, ...(ringable && { ringable }) });
     if (winner === undefined) return 'unanswered';
     const claimed = await this.claim(winnerMember(winner)).catch(async (error: unknown) => {
       await dropWinner(this.services, winner);

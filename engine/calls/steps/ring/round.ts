@@ -31,6 +31,7 @@ import type { WebRtcMedia } from '../../../media/webrtc-endpoint.ts';
 import { hangUpDialled } from '../../dial-out.ts';
 import { BrowserLeg } from '../../legs/browser.ts';
 import type { SipDialogLeg } from '../../legs/sip-dialog.ts';
+import type { RingingCall } from '../../control.ts';
 import { abandonRinging, ringSipDevices, type SipAnswer } from './desk-phones.ts';
 import { modeFor, ownersOf, roundTargets } from './targets.ts';
 import type { CallServices } from '../../services.ts';
@@ -39,22 +40,15 @@ import type { CallServices } from '../../services.ts';
 const connectTimeoutMs = 10_000;
 
 export interface RoundContext {
+  /** The call that rings (its cells dialled and its offer notices heard through it). */
+  call: RingingCall;
+  /** The call's id, as the side a winner is connected to names it. */
   callId: string;
-  workspaceId: string;
   ringSeq: number;
   /** The caller's media: hears ringback, then is bridged to the answering device. */
   caller: CallerMedia;
   /** Aborts when the call ends (the caller hung up, a command, shutdown). */
   gone: AbortSignal;
-  /**
-   * Dials a cell out through the called number's carrier, ringing up to `timeoutMs` and cancelled when `signal`
-   * aborts; resolves once answered, or undefined (not answered, refused, impossible).
-   */
-  dialCell(to: string, timeoutMs: number, signal: AbortSignal): Promise<SipDialogLeg | undefined>;
-  /** Called with every offer notice of the call while the round waits; returns the unsubscribe. */
-  onOfferChange(listener: () => void): () => void;
-  /** The caller's number, shown to SIP devices (the INVITE's From). */
-  callerNumber?: string;
   /** Set for a queue's offer (steps/queue/wait.ts): what differs from a `ring` step's round. */
   queued?: QueuedRound;
   /** Set for a round beside the call's own connection (a warm transfer's consultation, a supervisor's leg). */
@@ -123,7 +117,7 @@ export async function ringRound(
   );
   // Listening before the offers exist: an accept may come as soon as they are announced.
   let wake = () => {};
-  const stopListening = round.onOfferChange(() => wake());
+  const stopListening = round.call.onOfferChange(() => wake());
   // Cancels the cells still ringing once the round is decided (or the call ends).
   const stopCells = new AbortController();
   const onGoneCells = () => stopCells.abort();
@@ -138,7 +132,7 @@ export async function ringRound(
         ? { offers: [], notOffered: [] }
         : await makeOffers(pool, {
             callId: round.callId,
-            workspaceId: round.workspaceId,
+            workspaceId: round.call.workspaceId,
             ringSeq: round.ringSeq,
             devices: toOffer,
             expiresAt,
@@ -151,7 +145,11 @@ export async function ringRound(
     const owners = new Map(devices.map((device) => [device.id, device]));
     // The phones' INVITEs go out while `call.ringing` is written (a transaction of several statements): an answer is
     // acted on only once the round waits below, after the write, so `call.connected` still follows `call.ringing`.
-    const sip = await ringSipDevices(services, { callId: round.callId, from: round.callerNumber, targets: sipTargets });
+    const sip = await ringSipDevices(services, {
+      callId: round.callId,
+      from: round.call.fromNumber,
+      targets: sipTargets,
+    });
     const ringing = await changeState(pool, round.callId, round.aside === undefined ? 'offering' : 'connected', {
       ringing: {
         ringSeq: round.ringSeq,
@@ -201,7 +199,7 @@ export async function ringRound(
       });
       for (const cell of cells) {
         dialling.push(
-          round
+          round.call
             .dialCell(cell, Math.max(0, expiresAt.getTime() - Date.now()), stopCells.signal)
             .catch((error: unknown) => {
               log.warn({ err: error, callId: round.callId }, 'a cell could not be dialled');

@@ -36,7 +36,7 @@ export async function roundTargets(
     round.queued?.ringable ??
     (people.length === 0
       ? { offered: [], sip: [] }
-      : await ringableDevicesOf(services.pool, round.workspaceId, ids, (services.clock ?? systemClock).now()));
+      : await ringableDevicesOf(services.pool, round.call.workspaceId, ids, (services.clock ?? systemClock).now()));
   const sipTargets = found.sip.flatMap(({ device, bindings }) =>
     bindings.map((binding) => ({ device, binding, mode: modeFor(device, people) })),
   );
