@@ -6,16 +6,22 @@
  * calls (`pendingCallCommands`), so a missed announcement is not lost.
  *
  * Today the commands are `hangup`, `hold`, `transfer`, `finish_transfer` and `supervise`. A new one (recording) is a
- * member of the union and its schema here, how it is recorded on the call (`recordCallCommand`) and read back (`pendingCallCommands`), and
- * its case in the engine's dispatch (the compiler lists the switch that lacks it).
+ * member of the union and its schema here, how it is recorded on the call (`recordCallCommand`) and read back
+ * (`pendingCallCommands`), and its case in the engine's dispatch (the compiler lists the switch that lacks it).
+ *
+ * This module is the one writer of the call's command columns (`hangup_requested_at`, `hold_requested`,
+ * `transfer_request`, `transfer_consulting`, `supervise_requests`): the API's records, and the engine's side of them
+ * (a request taken up once, a warm transfer's consultation, `call.transferred`). The rest of the call is calls.ts's.
  */
 import { type Static, Type } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { announce, callControlChannel, parseNotice } from '../change-notices.ts';
-import type { Queryable } from '../database.ts';
-import { type CallRow, callColumns } from './calls.ts';
+import type pg from 'pg';
+import { inTransaction, type Queryable } from '../database.ts';
+import { appendEvent } from '../events/outbox.ts';
+import { callColumns, callEnvelope, callObject, type CallRow, readCall } from './calls.ts';
 import { SuperviseMode } from './supervision.ts';
-import { TransferTarget } from './transfers.ts';
+import { type Transfer, TransferTarget } from './transfers.ts';
 
 /** End the call from our side (`POST /calls/{id}/hangup`): recorded as `calls.hangup_requested_at`. */
 export const HangupCommand = Type.Object({ action: Type.Literal('hangup'), callId: Type.String() });
@@ -191,4 +197,60 @@ export async function pendingCallCommands(db: Queryable, engineOwner: string): P
     for (const command of recorded) if (callCommand.Check(command)) commands.push(command);
     return commands;
   });
+}
+
+/**
+ * The engine takes up the recorded request `requestId` of the call: true once (it is cleared), false when it is gone
+ * (taken already, replaced by a newer one, or cleared by a new connection).
+ */
+export async function takeTransferRequest(pool: pg.Pool, callId: string, requestId: string): Promise<boolean> {
+  const result = await pool.query(
+    `UPDATE calls SET transfer_request = NULL WHERE id = $1 AND transfer_request->>'id' = $2 AND ended_at IS NULL`,
+    [callId, requestId],
+  );
+  return result.rowCount === 1;
+}
+
+/** A warm transfer's consultation starts (`transfer`) or ends (null). */
+export async function setConsulting(pool: pg.Pool, callId: string, transfer: Transfer | null): Promise<void> {
+  await pool.query('UPDATE calls SET transfer_consulting = $2 WHERE id = $1', [
+    callId,
+    transfer === null ? null : JSON.stringify(transfer),
+  ]);
+}
+
+/**
+ * Writes `call.transferred` (a blind transfer as the caller is moved, a warm one at completion) and clears the
+ * consultation; false when the call has ended.
+ */
+export async function recordTransferred(pool: pg.Pool, callId: string, transfer: Transfer): Promise<boolean> {
+  return inTransaction(pool, async (db) => {
+    const current = await readCall(db, callId, true);
+    if (current === undefined || current.ended_at !== null) return false;
+    await db.query('UPDATE calls SET transfer_consulting = NULL WHERE id = $1', [callId]);
+    await appendEvent(db, {
+      type: 'call.transferred',
+      ...callEnvelope(current),
+      fields: { callId, call: callObject(current), transfer },
+    });
+    return true;
+  });
+}
+
+/**
+ * The engine takes up the recorded request `requestId` of the supervisor `memberId` on the call: true once (it is
+ * removed), false when it is gone (taken already, or replaced by a newer one, which is taken in its turn).
+ */
+export async function takeSuperviseRequest(
+  pool: pg.Pool,
+  callId: string,
+  memberId: string,
+  requestId: string,
+): Promise<boolean> {
+  const result = await pool.query(
+    `UPDATE calls SET supervise_requests = nullif(supervise_requests - $2::text, '{}'::jsonb)
+      WHERE id = $1 AND supervise_requests -> $2::text ->> 'id' = $3 AND ended_at IS NULL`,
+    [callId, memberId, requestId],
+  );
+  return result.rowCount === 1;
 }

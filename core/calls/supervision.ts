@@ -1,9 +1,8 @@
 /**
- * Supervision of a call (operation 56, docs/contact-center.md "Call control"): the modes, whether a supervisor can be
- * offered a leg, and the engine's side of the recorded requests (taking one up once). The API records a request with
- * the other call commands (commands.ts), one per supervisor.
+ * Supervision of a call (operation 56, docs/contact-center.md "Call control"): the modes, and whether a supervisor can
+ * be offered a leg. The request is a call command (commands.ts: recorded by the API, one per supervisor, and taken up
+ * once by the engine).
  */
-import type pg from 'pg';
 import { type Static, Type } from 'typebox';
 import type { Queryable } from '../database.ts';
 import { memberHasLiveDevice } from '../devices/devices.ts';
@@ -31,22 +30,4 @@ export async function supervisorReach(
   const row = result.rows[0];
   if (row === undefined) return 'unknown';
   return row.live ? 'reachable' : 'unreachable';
-}
-
-/**
- * The engine takes up the recorded request `requestId` of the supervisor `memberId` on the call: true once (it is
- * removed), false when it is gone (taken already, or replaced by a newer one, which is taken in its turn).
- */
-export async function takeSuperviseRequest(
-  pool: pg.Pool,
-  callId: string,
-  memberId: string,
-  requestId: string,
-): Promise<boolean> {
-  const result = await pool.query(
-    `UPDATE calls SET supervise_requests = nullif(supervise_requests - $2::text, '{}'::jsonb)
-      WHERE id = $1 AND supervise_requests -> $2::text ->> 'id' = $3 AND ended_at IS NULL`,
-    [callId, memberId, requestId],
-  );
-  return result.rowCount === 1;
 }

@@ -16,8 +16,8 @@
  * answering) puts the plain bridge back; the connection ending (the party hangs up, a transfer releases it, the call
  * ends) hangs the supervisor's leg up.
  */
-import type { SuperviseCommand } from '../../core/calls/commands.ts';
-import { type SuperviseMode, takeSuperviseRequest } from '../../core/calls/supervision.ts';
+import { type SuperviseCommand, takeSuperviseRequest } from '../../core/calls/commands.ts';
+import type { SuperviseMode } from '../../core/calls/supervision.ts';
 import { type BridgeEndpoint, bridge } from '../media/bridge.ts';
 import { emit, errorReporter } from '../media/listeners.ts';
 import { Mixer } from '../media/mixer.ts';

@@ -16,14 +16,14 @@
  * call ends `transfer_failed`.
  */
 import { changeState, type ConnectedLeg } from '../../core/calls/calls.ts';
-import type { FinishTransferCommand, TransferCommand } from '../../core/calls/commands.ts';
 import {
+  type FinishTransferCommand,
   recordTransferred,
   setConsulting,
   takeTransferRequest,
-  type Transfer,
-  type TransferTarget,
-} from '../../core/calls/transfers.ts';
+  type TransferCommand,
+} from '../../core/calls/commands.ts';
+import type { Transfer, TransferTarget } from '../../core/calls/transfers.ts';
 import type { BridgeEndpoint } from '../media/bridge.ts';
 import { frameAt, frameCount, pace } from '../media/player.ts';
 import { holdMusicLoop } from '../media/hold-music.ts';

@@ -4,14 +4,19 @@
  * up once) and announced in the request's transaction; refused for a call not connected (409 call_conflict), ended
  * (409 call_ended), another workspace's (404), a target the workspace does not have (404 target_not_found), a warm
  * transfer to a queue (400), and `complete`/`cancel` with no warm transfer being consulted (409 call_conflict). Calls
- * are written the way the engine writes them; the engine's side of a transfer (core/calls/transfers.ts) is driven
+ * are written the way the engine writes them; the engine's side of a transfer (core/calls/commands.ts) is driven
  * here as the engine drives it. API role only.
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { changeState, endCall } from '../../core/calls/calls.ts';
-import { type CallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
-import { recordTransferred, setConsulting, takeTransferRequest } from '../../core/calls/transfers.ts';
+import {
+  type CallCommand,
+  pendingCallCommands,
+  recordTransferred,
+  setConsulting,
+  takeTransferRequest,
+} from '../../core/calls/commands.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { createQueue } from '../../core/queues/queues.ts';
 import { streamEvents } from '../helpers/queue-lines.ts';
