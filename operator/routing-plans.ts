@@ -20,13 +20,12 @@ import { workspaceFacts } from '../core/routing/facts.ts';
 import { plansLimitProblem, versionsLimitProblem } from '../core/routing/limits.ts';
 import {
   archiveUnlessAssigned,
-  insertVersion,
+  addVersion,
+  createPlan,
   lockPlanRecord,
   lockWorkspacePlans,
   publishVersion,
-  recordPlan,
   renamePlan,
-  setNewestVersion,
   versionDefinition,
 } from '../core/routing/plans.ts';
 import { describeIssues, type PlanIssue, referencesOf, validateDefinition } from '../core/routing/validate.ts';
@@ -122,10 +121,8 @@ async function converge(pool: pg.Pool, store: ResourceStore, resource: Resource)
           ? plansLimitProblem(await lockWorkspacePlans(db, spec.workspaceId))
           : versionsLimitProblem(record.newest_version);
       if (limit === undefined) {
-        const version = (record?.newest_version ?? 0) + 1;
-        if (record === undefined) await recordPlan(db, planId, spec.workspaceId, spec.name);
-        else await setNewestVersion(db, planId, version);
-        await insertVersion(db, planId, version, spec.definition, references);
+        if (record === undefined) await createPlan(db, spec.workspaceId, spec.name, { id: planId });
+        await addVersion(db, planId, spec.definition, references);
         record = await lockPlanRecord(db, planId, spec.definition);
       }
     }

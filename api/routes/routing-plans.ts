@@ -18,13 +18,12 @@ import { workspaceFacts } from '../../core/routing/facts.ts';
 import { definitionSizeProblem, plansLimitProblem, versionsLimitProblem } from '../../core/routing/limits.ts';
 import {
   archivePlan,
+  addVersion,
   createPlan,
-  insertVersion,
   listPlans,
   listVersions,
   lockPlan,
   lockWorkspacePlans,
-  nextVersion,
   planVersion,
   type PlanRow,
   publishVersion,
@@ -147,7 +146,8 @@ async function writeResource(context: HandlerContext, workspace: WorkspaceRef, p
         plan.published_version === null
           ? condition('Published', false, 'Draft', 'no version is published')
           : condition('Published', true, 'Published', `version ${plan.published_version} is published`),
-        condition('Ready', plan.published_version !== null, 'Reconciled', 'recorded by the API'),
+        // As the operator says of the same records: the API saves only valid definitions, so they match the resource.
+        condition('Ready', true, 'Reconciled', 'the records match the resource'),
       ],
     },
   );
@@ -187,8 +187,8 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
       const references = await checkForSave(db, workspace.id, body.definition);
       checkLimit(plansLimitProblem(await lockWorkspacePlans(db, workspace.id)));
       const publish = body.publish === true;
-      const planId = await createPlan(db, workspace.id, body.name, publish);
-      await insertVersion(db, planId, 1, body.definition, references);
+      const planId = await createPlan(db, workspace.id, body.name, { publish });
+      await addVersion(db, planId, body.definition, references);
       const plan = await writeResource(context, workspace, planId);
       return { status: 201, body: planJson(plan) };
     },
@@ -238,7 +238,7 @@ export function routingPlanRoutes(app: FastifyInstance, services: Services) {
         checkSize(body.definition);
         const references = await checkForSave(db, workspace.id, body.definition);
         checkLimit(versionsLimitProblem(newestVersion));
-        await insertVersion(db, planId, await nextVersion(db, planId), body.definition, references);
+        await addVersion(db, planId, body.definition, references);
       }
       if (body.name !== undefined) await renamePlan(db, planId, body.name);
       const plan = await writeResource(context, workspace, planId);

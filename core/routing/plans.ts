@@ -116,38 +116,49 @@ export async function planLimitFacts(
   };
 }
 
-export async function insertVersion(
+/**
+ * The one way a plan gets a version: `definition` saved as the next version of the plan (its row locked by the
+ * caller, or made in this transaction by `createPlan`), counted on the plan row; the version's number.
+ */
+export async function addVersion(
   db: Queryable,
   planId: string,
-  version: number,
   definition: unknown,
   references: ReturnType<typeof referencesOf>,
-): Promise<void> {
+): Promise<number> {
+  // A plan made in this transaction (no version yet) keeps the time it was made.
+  const next = await db.query<{ newest_version: number }>(
+    `UPDATE routing_plans SET newest_version = newest_version + 1,
+            updated_at = CASE WHEN newest_version = 0 THEN updated_at ELSE clock_timestamp() END
+      WHERE id = $1 RETURNING newest_version`,
+    [planId],
+  );
+  const version = (next.rows[0] as { newest_version: number }).newest_version;
   await db.query(
     `INSERT INTO routing_plan_versions (plan_id, version, definition, schedule_ids, queue_ids, ai_agent_ids)
      VALUES ($1, $2, $3, $4, $5, $6)`,
     [planId, version, JSON.stringify(definition), references.scheduleIds, references.queueIds, references.aiAgentIds],
   );
+  return version;
 }
 
-/** A new plan at version 1 (its version is inserted apart), published at once when `publish`; its id. */
-export async function createPlan(db: Queryable, workspaceId: string, name: string, publish: boolean): Promise<string> {
+/**
+ * A new plan, with the id given (a custom resource's `spec.id`) or a new one, and no version yet: `addVersion` adds
+ * its first in the same transaction. Published at that first version when `publish`. Its id.
+ */
+export async function createPlan(
+  db: Queryable,
+  workspaceId: string,
+  name: string,
+  options: { id?: string; publish?: boolean } = {},
+): Promise<string> {
   const inserted = await db.query<{ id: string }>(
-    `INSERT INTO routing_plans (workspace_id, name, newest_version, published_version, published_at)
-         VALUES ($1, $2, 1, $3, CASE WHEN $3::integer IS NULL THEN NULL ELSE clock_timestamp() END) RETURNING id`,
-    [workspaceId, name, publish ? 1 : null],
+    `INSERT INTO routing_plans (id, workspace_id, name, newest_version, published_version, published_at)
+         VALUES (coalesce($1::uuid, gen_random_uuid()), $2, $3, 0, $4,
+                 CASE WHEN $4::integer IS NULL THEN NULL ELSE clock_timestamp() END) RETURNING id`,
+    [options.id ?? null, workspaceId, name, options.publish === true ? 1 : null],
   );
   return (inserted.rows[0] as { id: string }).id;
-}
-
-/** Counts one more version on the (locked) plan row; the new version's number. */
-export async function nextVersion(db: Queryable, planId: string): Promise<number> {
-  const next = await db.query<{ newest_version: number }>(
-    `UPDATE routing_plans SET newest_version = newest_version + 1, updated_at = clock_timestamp()
-            WHERE id = $1 RETURNING newest_version`,
-    [planId],
-  );
-  return (next.rows[0] as { newest_version: number }).newest_version;
 }
 
 export async function renamePlan(db: Queryable, planId: string, name: string): Promise<void> {
@@ -224,22 +235,6 @@ export async function lockPlanRecord(
     [planId, JSON.stringify(definition)],
   );
   return result.rows[0];
-}
-
-/** A plan recorded from its resource, with the resource's id, at version 1 (its version is inserted apart). */
-export async function recordPlan(db: Queryable, planId: string, workspaceId: string, name: string): Promise<void> {
-  await db.query(`INSERT INTO routing_plans (id, workspace_id, name, newest_version) VALUES ($1, $2, $3, 1)`, [
-    planId,
-    workspaceId,
-    name,
-  ]);
-}
-
-export async function setNewestVersion(db: Queryable, planId: string, version: number): Promise<void> {
-  await db.query('UPDATE routing_plans SET newest_version = $2, updated_at = clock_timestamp() WHERE id = $1', [
-    planId,
-    version,
-  ]);
 }
 
 /** The definition of version `version`, if it exists. */

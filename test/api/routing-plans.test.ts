@@ -419,7 +419,7 @@ test('the plan is a RoutingPlan custom resource with status conditions, followin
     [
       ['Valid', 'True'],
       ['Published', 'False'],
-      ['Ready', 'False'],
+      ['Ready', 'True'],
     ],
   );
   await api('PATCH', `/routing-plans/${plan.id}`, {
