@@ -13,10 +13,9 @@
  *   failure is counted by result, no resume re-INVITE follows, the call goes on and resumes.
  */
 import test, { type ExecutionContext } from 'ava';
-import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
 import { exitPastWrtc, musicShare, sippFailed, startEngineService } from '../helpers/engine-service.ts';
-import { numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { deskLine as registeredDesk } from '../helpers/phone-lines.ts';
 import { accept, callRow, callTo, endedCall, nextOffer, queueLine, setAvailable } from '../helpers/queue-lines.ts';
 import { levelOf, type RtpPhone, startRtpPhone } from '../helpers/rtp-phone.ts';
 import type { TestService } from '../helpers/service.ts';
@@ -69,51 +68,14 @@ function musicAtCaller(phone: RtpPhone, notHeard: number): Promise<true> {
   });
 }
 
-/** A number whose plan rings the workspace's user alice, and alice's `sip` device registered by sipp from `port`. */
-async function deskLine(t: ExecutionContext, port: number) {
-  const tenant = await workspaceApi(service);
-  const { setup } = tenant;
-  const line = await numberRunning(
-    t,
-    service,
-    {
-      entry: 'r',
-      steps: {
-        r: {
-          type: 'ring',
-          targets: [{ userId: setup.user.id }],
-          strategy: 'simultaneous',
-          timeoutSecs: 20,
-          next: 'bye',
-        },
-        bye: { type: 'hangup', message: null },
-      },
-    },
-    tenant,
-  );
-  const session = await service.request('POST', '/api/v1/sessions', {
-    auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
-  });
-  t.is(session.status, 201, session.text);
-  const token = session.body.token as string;
-  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'sip' } });
-  t.is(device.status, 201, device.text);
-  const issued = await service.request('POST', `/api/v1/devices/${device.body.id}/sip-credentials`, { auth: token });
-  t.is(issued.status, 201, issued.text);
-  const username = issued.body.username as string;
-  const registered = await runSipp({
-    scenario: 'register-digest',
+/** `deskLine` (helpers/phone-lines.ts) on the MD5-first engine, registered from `port`. */
+function deskLine(t: ExecutionContext, port: number) {
+  return registeredDesk(t, service, {
     sipPort: md5Engine.engine.sipPort,
-    dialed: username,
-    replacements: { EXPIRES: '120', STATUS: '200' },
-    extraArgs: ['-au', username, '-ap', issued.body.password as string, '-p', String(port)],
-    timeoutSeconds: 15,
+    localPort: port,
+    expires: 120,
+    now: () => clock.now(),
   });
-  t.is(registered.code, 0, sippFailed(registered));
-  const [binding] = await liveSipBindings(service.pool, device.body.id as string, clock.now());
-  t.is(binding?.source.port, port);
-  return { line, username };
 }
 
 test.serial(

@@ -11,7 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import type { RingMode } from '../../core/routing/definition.ts';
 import type { TestService } from '../helpers/service.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { addFarCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { addFarCarrier, numberRunning, ringThenHangUp, workspaceApi } from '../helpers/phone-lines.ts';
 import { audioPcap, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
 import { answerOffer, sine } from '../helpers/webrtc-browser.ts';
 import { exitPastWrtc, sippFailed, startEngineService } from '../helpers/engine-service.ts';
@@ -36,19 +36,7 @@ async function ringingLine(t: ExecutionContext, timeoutSecs = 20, scopes = ['dev
   const line = await numberRunning(
     t,
     service,
-    {
-      entry: 'r',
-      steps: {
-        r: {
-          type: 'ring',
-          targets: [{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }],
-          strategy: 'simultaneous',
-          timeoutSecs,
-          next: 'bye',
-        },
-        bye: { type: 'hangup', message: null },
-      },
-    },
+    ringThenHangUp([{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }], { timeoutSecs }),
     tenant,
   );
   const session = await service.request('POST', '/api/v1/sessions', {

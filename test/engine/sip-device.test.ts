@@ -12,7 +12,7 @@ import test, { type ExecutionContext } from 'ava';
 import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
 import type { RingMode } from '../../core/routing/definition.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { addSippCarrier, numberRunning, workspaceApi } from '../helpers/phone-lines.ts';
+import { addSippCarrier, deskLine as registeredDesk } from '../helpers/phone-lines.ts';
 import { audioPcap, playPcap, runSipp, type SippRun, startMd5FirstEngine, startSippServer } from '../helpers/sipp.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { until } from '../helpers/until.ts';
@@ -37,58 +37,20 @@ test.after.always(async () => {
 
 const sippFailed = (run: SippRun) => `${run.code}\n${run.stdout}\n${run.stderr}\n${run.errors}`;
 
-/**
- * A number whose plan rings the workspace's user alice (then hangs up), and alice's `sip` device registered by sipp
- * with digest from `localPort`, for `expires` seconds.
- */
+/** `deskLine` (helpers/phone-lines.ts) on the MD5-first engine; the device's presence is its registration. */
 async function deskLine(t: ExecutionContext, localPort: number, expires: number, mode?: RingMode) {
-  const tenant = await workspaceApi(service);
-  const { setup } = tenant;
-  const line = await numberRunning(
-    t,
-    service,
-    {
-      entry: 'r',
-      steps: {
-        r: {
-          type: 'ring',
-          targets: [{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }],
-          strategy: 'simultaneous',
-          timeoutSecs: 20,
-          next: 'bye',
-        },
-        bye: { type: 'hangup', message: null },
-      },
-    },
-    tenant,
-  );
-  const session = await service.request('POST', '/api/v1/sessions', {
-    auth: setup.apiKey,
-    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
-  });
-  t.is(session.status, 201, session.text);
-  const token = session.body.token as string;
-  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'sip' } });
-  t.is(device.status, 201, device.text);
-  const issued = await service.request('POST', `/api/v1/devices/${device.body.id}/sip-credentials`, { auth: token });
-  t.is(issued.status, 201, issued.text);
-  const username = issued.body.username as string;
-  const registered = await runSipp({
-    scenario: 'register-digest',
+  const desk = await registeredDesk(t, service, {
     sipPort: md5Engine.engine.sipPort,
-    dialed: username,
-    replacements: { EXPIRES: String(expires), STATUS: '200' },
-    extraArgs: ['-au', username, '-ap', issued.body.password as string, '-p', String(localPort)],
-    timeoutSeconds: 15,
+    localPort,
+    expires,
+    now: () => clock.now(),
+    ...(mode === undefined ? {} : { mode }),
   });
-  t.is(registered.code, 0, sippFailed(registered));
-  const [binding] = await liveSipBindings(service.pool, device.body.id as string, clock.now());
-  t.is(binding?.source.port, localPort);
   // Its presence is its registration: live until the binding expires.
-  const listed = await service.request('GET', '/api/v1/devices?limit=10', { auth: token });
-  const desk = (listed.body.data as { id: string; presence: unknown }[]).find((d) => d.id === device.body.id);
-  t.deepEqual(desk?.presence, { live: true, expiresAt: binding?.expiresAt.toISOString() });
-  return { line, token, deviceId: device.body.id as string, username };
+  const listed = await service.request('GET', '/api/v1/devices?limit=10', { auth: desk.token });
+  const found = (listed.body.data as { id: string; presence: unknown }[]).find((d) => d.id === desk.deviceId);
+  t.deepEqual(found?.presence, { live: true, expiresAt: desk.binding?.expiresAt.toISOString() });
+  return desk;
 }
 
 /** switchboard_rtp_packets_total{direction="in"} in /metrics (counted as calls end). */

@@ -5,10 +5,13 @@
 import { randomInt } from 'node:crypto';
 import dgram from 'node:dgram';
 import type { ExecutionContext } from 'ava';
+import { liveSipBindings } from '../../core/devices/sip-bindings.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
+import type { RingMode } from '../../core/routing/definition.ts';
 import { runCli } from './cli.ts';
 import { freeUdpPort } from './free-port.ts';
-import { startSippServer } from './sipp.ts';
+import { sippFailed } from './engine-service.ts';
+import { runSipp, startSippServer } from './sipp.ts';
 import { type Answer, type TestService, workspaceWithUser } from './service.ts';
 
 export type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
@@ -137,4 +140,69 @@ export async function numberRunning(
     workspaceId: setup.workspace.id,
     api,
   };
+}
+
+/** A plan of one `ring` step of `targets`, then a hangup (the step's `next`, and the call's end once answered). */
+export function ringThenHangUp(
+  targets: readonly object[],
+  options: { timeoutSecs?: number; strategy?: 'simultaneous' | 'sequential' } = {},
+) {
+  return {
+    entry: 'r',
+    steps: {
+      r: {
+        type: 'ring',
+        targets,
+        strategy: options.strategy ?? 'simultaneous',
+        timeoutSecs: options.timeoutSecs ?? 20,
+        next: 'bye',
+      },
+      bye: { type: 'hangup', message: null },
+    },
+  };
+}
+
+/**
+ * A number whose plan rings the workspace's user alice (then hangs up; `mode` as the ring step's), and alice's `sip`
+ * device registered by sipp with digest at the engine's `sipPort` from `localPort`, for `expires` seconds; its live
+ * binding (by the engine's clock `now`) comes from `localPort`.
+ */
+export async function deskLine(
+  t: ExecutionContext,
+  service: TestService,
+  options: { sipPort: number; localPort: number; expires: number; mode?: RingMode; now(): Date },
+) {
+  const tenant = await workspaceApi(service);
+  const { setup } = tenant;
+  const { mode, localPort } = options;
+  const line = await numberRunning(
+    t,
+    service,
+    ringThenHangUp([{ userId: setup.user.id, ...(mode === undefined ? {} : { mode }) }]),
+    tenant,
+  );
+  const session = await service.request('POST', '/api/v1/sessions', {
+    auth: setup.apiKey,
+    body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes: ['devices:*'] },
+  });
+  t.is(session.status, 201, session.text);
+  const token = session.body.token as string;
+  const device = await service.request('POST', '/api/v1/devices', { auth: token, body: { kind: 'sip' } });
+  t.is(device.status, 201, device.text);
+  const issued = await service.request('POST', `/api/v1/devices/${device.body.id}/sip-credentials`, { auth: token });
+  t.is(issued.status, 201, issued.text);
+  const username = issued.body.username as string;
+  const registered = await runSipp({
+    scenario: 'register-digest',
+    sipPort: options.sipPort,
+    dialed: username,
+    replacements: { EXPIRES: String(options.expires), STATUS: '200' },
+    extraArgs: ['-au', username, '-ap', issued.body.password as string, '-p', String(localPort)],
+    timeoutSeconds: 15,
+  });
+  t.is(registered.code, 0, sippFailed(registered));
+  const deviceId = device.body.id as string;
+  const [binding] = await liveSipBindings(service.pool, deviceId, options.now());
+  t.is(binding?.source.port, localPort);
+  return { line, token, deviceId, username, binding };
 }

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ExecutionContext } from 'ava';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { type Line, addSippCarrier, numberRunning, workspaceApi } from './phone-lines.ts';
+import { type Line, addSippCarrier, numberRunning, ringThenHangUp, workspaceApi } from './phone-lines.ts';
 import { startService, type TestService } from './service.ts';
 import { sine } from './webrtc-browser.ts';
 import { Receiver } from './webhook-receiver.ts';
@@ -210,19 +210,10 @@ export async function phoneLine(
   const line = await numberRunning(
     t,
     service,
-    {
-      entry: 'r',
-      steps: {
-        r: {
-          type: 'ring',
-          targets: userIds.map((userId) => ({ userId })),
-          strategy: options.strategy,
-          timeoutSecs: options.timeoutSecs,
-          next: 'bye',
-        },
-        bye: { type: 'hangup', message: null },
-      },
-    },
+    ringThenHangUp(
+      userIds.map((userId) => ({ userId })),
+      { strategy: options.strategy, timeoutSecs: options.timeoutSecs },
+    ),
     tenant,
   );
   const token = async (externalUserId: string) => {
