@@ -64,12 +64,13 @@ export async function connectParty(
     const hungUp = await farEnd;
     connection.end();
     if (!hungUp) await leg.bye();
-    const counts = close(party);
-    if (counts.rtp !== undefined) metrics.countRtp(counts.rtp);
-    return { ended: setLegState(pool, leg.id, 'ended', counts) };
-  } finally {
+  } catch (error) {
     close(party);
+    throw error;
   }
+  const counts = close(party);
+  if (counts.rtp !== undefined) metrics.countRtp(counts.rtp);
+  return { ended: setLegState(pool, leg.id, 'ended', counts) };
 }
 
 function close(party: Party): ReturnType<Leg['close']> {

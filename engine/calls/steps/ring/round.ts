@@ -71,7 +71,7 @@ export interface QueuedRound {
  * dialled leg, answered).
  */
 export type RoundWinner = (
-  | { kind: 'browser'; leg: BrowserLeg; deviceId: string; device: DeviceRow | undefined }
+  | { kind: 'browser'; leg: BrowserLeg; device: DeviceRow | undefined }
   | { kind: 'phone'; answer: SipAnswer }
   | { kind: 'cell'; leg: SipDialogLeg }
 ) & {
@@ -342,7 +342,7 @@ async function answeredBrowser(
     leg = new BrowserLeg(legId, endpoint, offer.device_id);
     await endpoint.acceptAnswer(offer.sdp_answer);
     await endpoint.connected(connectTimeoutMs);
-    return { kind: 'browser', leg, device, deviceId: offer.device_id, side: round };
+    return { kind: 'browser', leg, device, side: round };
   } catch (error) {
     log.warn({ err: error, callId: round.callId, deviceId: offer.device_id }, 'the answering device did not connect');
     endpoint?.close();

@@ -32,7 +32,7 @@ export async function dropWinner(services: CallServices, winner: RoundWinner): P
     return;
   }
   winner.leg.close();
-  await Promise.all([setLegState(pool, winner.leg.id, 'ended'), setDeviceBusy(pool, winner.deviceId, null)]);
+  await Promise.all([setLegState(pool, winner.leg.id, 'ended'), setDeviceBusy(pool, winner.leg.deviceId, null)]);
 }
 
 /** How the answering device is let go once its connection is over: freed alone, unless its queue frees it. */
@@ -58,7 +58,7 @@ export async function connectWinner(
     return;
   }
   let ended: Promise<void> | undefined;
-  const deviceId = winner.kind === 'browser' ? winner.deviceId : winner.answer.device.id;
+  const deviceId = winner.kind === 'browser' ? winner.leg.deviceId : winner.answer.device.id;
   try {
     const party = winner.kind === 'browser' ? browserParty(winner) : await phoneParty(services, side.callId, winner);
     ({ ended } = await connectParty(services, side, party));
