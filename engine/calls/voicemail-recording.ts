@@ -1,9 +1,10 @@
 /**
  * A voicemail recording (the `voicemail` step): a beep, then the caller's audio into a WAV file under
  * SWITCHBOARD_DATA_DIR/recordings until they hang up or the time is up; then its row in `recordings`
- * (core/calls/recordings.ts) with `voicemail.ready` in the same transaction.
+ * (core/calls/recordings.ts) with `voicemail.ready` in the same transaction. A caller gone before the beep has ended
+ * leaves no voicemail.
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
 import type { CallRow } from '../../core/calls/calls.ts';
@@ -25,17 +26,26 @@ function beep(): Int16Array {
   return samples;
 }
 
-/** Records the caller on `media` until `gone` aborts (the call ended) or `maxMs` passes, then writes it down. */
-export async function recordVoicemail(
-  options: { pool: pg.Pool; recordingsDir: string },
-  row: CallRow,
-  media: RtpEndpoint,
+/** What a voicemail recording needs of the caller's media: to play the beep and hear the caller. */
+export type VoicemailMedia = Pick<RtpEndpoint, 'play' | 'onAudio'>;
+
+/**
+ * The beep, then the caller's audio into `file` from the moment the beep ends until `gone` aborts (the call ended) or
+ * `maxMs` passes. The file is opened before the beep so that no frame after it is lost to the opening. A caller who
+ * hangs up before the beep has ended left no message: no file, undefined.
+ */
+export async function recordCaller(
+  media: VoicemailMedia,
+  file: string,
   gone: AbortSignal,
   maxMs: number,
-): Promise<void> {
-  await media.play(beep(), gone);
-  const file = path.join(options.recordingsDir, `${row.id}.wav`);
+): Promise<{ durationMs: number } | undefined> {
   const recorder = await WavRecorder.open(file);
+  if ((await media.play(beep(), gone)) === 'aborted' || gone.aborted) {
+    await recorder.close().catch(() => undefined);
+    await rm(file, { force: true });
+    return undefined;
+  }
   const stopRecording = media.onAudio((frame) => recorder.write(frame));
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, maxMs);
@@ -49,7 +59,20 @@ export async function recordVoicemail(
     );
   });
   stopRecording();
-  const written = await recorder.close();
+  return recorder.close();
+}
+
+/** Records the caller on `media` (`recordCaller`), then writes the recording down with `voicemail.ready`. */
+export async function recordVoicemail(
+  options: { pool: pg.Pool; recordingsDir: string },
+  row: CallRow,
+  media: VoicemailMedia,
+  gone: AbortSignal,
+  maxMs: number,
+): Promise<void> {
+  const file = path.join(options.recordingsDir, `${row.id}.wav`);
+  const written = await recordCaller(media, file, gone, maxMs);
+  if (written === undefined) return;
   await inTransaction(options.pool, async (db) => {
     const recordingId = await insertRecording(db, {
       callId: row.id,

@@ -15,7 +15,11 @@ import { runCli } from '../helpers/cli.ts';
 import { addFarCarrier, addSippCarrier, numberRunning as lineRunning } from '../helpers/phone-lines.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { freeUdpPort } from '../helpers/free-port.ts';
-import { audioPcap, dtmfPcap, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
+import { sippFailed } from '../helpers/engine-service.ts';
+import { startRtpPhone } from '../helpers/rtp-phone.ts';
+import { audioPcap, dtmfPcap, hangsUpWhenTold, playPcap, runSipp, startSippServer } from '../helpers/sipp.ts';
+import { sleep, until } from '../helpers/until.ts';
+import { tonePower } from '../helpers/webrtc-browser.ts';
 
 let service: TestService;
 let sipPort: number;
@@ -377,47 +381,66 @@ test('numbers with control characters: a dialed one that is no number gets 404, 
   t.is(call.rows[0]?.from_number, '+15550001111');
 });
 
-test('voicemail records the audio the caller plays: a WAV of the right length with sound in it', async (t) => {
+test('voicemail records the caller from the beep until they hang up: a WAV as long as they spoke, their voice in it', async (t) => {
   const { e164 } = await numberRunning(t, {
     entry: 'vm',
     steps: { vm: { type: 'voicemail', greeting: { tts: 'Hi.' } } },
   });
-  // sipp waits 6 s for the greeting and the beep (text-to-speech on a cold cache, under load), plays its 7-second
-  // g711a.pcap, and hangs up 9 s after starting it.
-  const run = await runSipp({
+  const phone = await startRtpPhone();
+  t.teardown(() => phone.close());
+  const caller = hangsUpWhenTold();
+  const run = runSipp({
     scenario: 'caller-hangs-up',
     sipPort,
     dialed: e164.slice(1),
-    replacements: { MEDIA: `<pause milliseconds="6000"/>${playPcap(audioPcap)}`, HOLD_MS: '9000' },
+    replacements: { AUDIO_PORT: String(phone.port), MEDIA: caller.media },
+    timeoutSeconds: 300,
   });
-  t.is(run.code, 0, `${run.stderr}\n${run.errors}`);
+  // The greeting, then the beep (300 ms of 1 kHz, the last thing the engine sends); then the caller speaks for 7 s
+  // and hangs up.
+  await until('the beep after the greeting', () => (beepFrames(phone.heard) >= 15 ? true : undefined), 120_000);
+  phone.speak(440);
+  await sleep(7000);
+  phone.quiet();
+  await caller.hangUp();
+  const sipp = await run;
+  t.is(sipp.code, 0, sippFailed(sipp));
   const { id, events } = await endedCall(e164, 'voicemail.ready');
   const ready = events.find((event) => event.type === 'voicemail.ready')?.payload as unknown as {
     voicemail: { recordingId: string; durationSeconds: number };
   };
-  const recording = await service.pool.query<{ path: string; duration_ms: number; kind: string }>(
-    'SELECT path, duration_ms, kind FROM recordings WHERE call_id = $1',
+  const recording = await service.pool.query<{ id: string; path: string; duration_ms: number; kind: string }>(
+    'SELECT id, path, duration_ms, kind FROM recordings WHERE call_id = $1',
     [id],
   );
   const row = recording.rows[0];
   t.truthy(row);
   t.is(row?.kind, 'voicemail');
+  t.is(ready.voicemail.recordingId, row?.id as string);
   t.is(ready.voicemail.durationSeconds, Math.round((row?.duration_ms ?? 0) / 1000));
   const wav = decodeWav(await readFile(row?.path as string));
   t.is(wav.sampleRate, 8000);
+  // Every frame the caller sent after the beep, and nothing else (the engine's first frame of listening may be lost
+  // to the beep's last 20 ms).
   const seconds = wav.pcm.length / 8000;
-  // The recording is the audio the caller sent: the pcap's 7 s (sipp sends no packets before or after it).
-  t.true(seconds > 6.5 && seconds < 8, `recorded ${seconds} s`);
-  // 20 ms frames with sound in them: about the pcap's 7 s.
-  let loud = 0;
-  for (let start = 0; start + 160 <= wav.pcm.length; start += 160) {
-    let sum = 0;
-    for (let i = start; i < start + 160; i += 1) sum += (wav.pcm[i] as number) ** 2;
-    if (Math.sqrt(sum / 160) > 200) loud += 1;
-  }
-  const loudSeconds = (loud * 160) / 8000;
-  t.true(loudSeconds > 4.5 && loudSeconds < 7.6, `sound for ${loudSeconds} s`);
+  const spoken = phone.spoken / 8000;
+  t.log(`recorded ${seconds} s of ${spoken} s spoken`);
+  t.true(seconds <= spoken && seconds >= spoken - 0.1, `recorded ${seconds} s of ${spoken} s spoken`);
+  t.is(row?.duration_ms, Math.round(seconds * 1000));
+  t.true(tonePower(wav.pcm, 440, 8000) > 0.9, 'the caller’s 440 Hz');
 });
+
+/** How many 20 ms frames at the end of `heard` are a 1 kHz tone. */
+function beepFrames(heard: readonly number[]): number {
+  let frames = 0;
+  for (let end = heard.length; end >= 160; end -= 160) {
+    const frame = heard.slice(end - 160, end);
+    const loud = frame.reduce((sum, sample) => sum + Math.abs(sample), 0) / 160 > 1000;
+    if (!loud || tonePower(frame, 1000, 8000) < 0.9) break;
+    frames += 1;
+  }
+  return frames;
+}
 
 /** A number whose carrier is a sipp far end on `port`: forwards from its plan go there. */
 async function numberForwardingTo(

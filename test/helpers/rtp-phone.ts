@@ -21,6 +21,8 @@ export interface RtpPhone {
   /** Everything heard (PCMU and PCMA packets), decoded, 8 kHz, in arrival order. */
   heard: number[];
   packets: number;
+  /** Samples of tone sent so far (`speak`), in all. */
+  spoken: number;
   /** Where the packets received came from (`address:port`). */
   sources: Set<string>;
   /** Resolves once a packet came from somewhere (the engine's ringback, before anything was sent to it). */
@@ -59,6 +61,7 @@ export async function startRtpPhone(): Promise<RtpPhone> {
     port: socket.address().port,
     heard: [],
     packets: 0,
+    spoken: 0,
     sources: new Set(),
     firstPacket() {
       return new Promise((resolve) => {
@@ -92,6 +95,7 @@ export async function startRtpPhone(): Promise<RtpPhone> {
         for (; sent * 20 <= Date.now() - started; sent += 1) {
           send(0, Buffer.from(Array.from(tone(160), (sample) => alawmulaw.mulaw.encodeSample(sample))), sent === 0);
           timestamp += 160;
+          phone.spoken += 160;
         }
       };
       frames();

@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import dgram from 'node:dgram';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +17,7 @@ import { loadSigningKeys } from '../../core/service-secret.ts';
 import { type CallEngine, startCallEngine } from '../../engine/call-engine.ts';
 import { freeUdpPort } from './free-port.ts';
 import type { TestService } from './service.ts';
+import { until } from './until.ts';
 
 export const dtmfPcap = (digit: string) => `/usr/share/sip-tester/dtmf_2833_${digit}.pcap`;
 export const audioPcap = '/usr/share/sip-tester/g711a.pcap';
@@ -56,6 +58,57 @@ export async function writeScenario(
 /** The MEDIA placeholder's value that plays a pcap (RTP) to the engine. */
 export function playPcap(file: string): string {
   return `<nop><action><exec play_pcap_audio="${file}"/></action></nop>`;
+}
+
+/**
+ * A caller (the `caller-hangs-up` scenario, this as its MEDIA) that hangs up when the test says so, not after a pause:
+ * sipp takes no other signal in the middle of a call, so the MEDIA writes sipp's port and the call's Call-ID to a file
+ * and waits for a SIP INFO, which `hangUp` sends; sipp answers it 200 and sends its BYE. UDP only.
+ */
+export function hangsUpWhenTold(): { media: string; hangUp(): Promise<void> } {
+  const file = path.join(os.tmpdir(), `sipp-caller-${randomUUID()}`);
+  const media = [
+    `<nop><action><exec command="echo '[local_port] [call_id]' > ${file}"/></action></nop>`,
+    '<recv request="INFO" timeout="300000"/>',
+    '<send><![CDATA[',
+    'SIP/2.0 200 OK',
+    '[last_Via:]',
+    '[last_From:]',
+    '[last_To:]',
+    '[last_Call-ID:]',
+    '[last_CSeq:]',
+    'Content-Length: 0',
+    ']]></send>',
+  ].join('\n');
+  const hangUp = async () => {
+    const [, port, callId] = await until('the caller’s port and Call-ID from sipp', () =>
+      readFile(file, 'utf8').then(
+        (text) => /^(\d+) (\S+)$/.exec(text.trim()) ?? undefined,
+        () => undefined,
+      ),
+    );
+    await rm(file, { force: true });
+    const socket = dgram.createSocket('udp4');
+    await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+    const local = `127.0.0.1:${socket.address().port}`;
+    const info = [
+      `INFO sip:sipp@127.0.0.1:${port} SIP/2.0`,
+      `Via: SIP/2.0/UDP ${local};branch=z9hG4bK-${randomUUID()}`,
+      `From: <sip:test@${local}>;tag=${randomUUID()}`,
+      `To: <sip:sipp@127.0.0.1:${port}>`,
+      `Call-ID: ${callId}`,
+      'CSeq: 1 INFO',
+      'Max-Forwards: 70',
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n');
+    await new Promise<void>((resolve, reject) =>
+      socket.send(info, Number(port), '127.0.0.1', (error) => (error ? reject(error) : resolve())),
+    );
+    socket.close();
+  };
+  return { media, hangUp };
 }
 
 export interface SippRun {
