@@ -33,14 +33,14 @@ import { recordVoicemail } from './voicemail-recording.ts';
 export class Call implements CallSession {
   ended = false;
   private readonly ending = new AbortController();
-  readonly gone = this.ending.signal;
+  readonly over = this.ending.signal;
   readonly callId: string;
   readonly workspaceId: string;
   readonly fromNumber: string;
   /** The answer's records (caller leg answered, state routing), once `run` started writing them. */
   private answerRecorded: Promise<void> = Promise.resolve();
   /** The caller's leg now, its keys and prompts. */
-  private readonly line = new CallerLine(this.gone);
+  private readonly line = new CallerLine(this.over);
   /** The plan steps taken so far (the runner adds each as it starts); written with the call's end. */
   private readonly taken: string[] = [];
   /** The ring rounds so far (`ringSeq` is unique within the call, across its ring steps). */
@@ -133,7 +133,7 @@ export class Call implements CallSession {
 
   async voicemail(maxMs: number): Promise<void> {
     if (this.ended) return;
-    await recordVoicemail(this.services, this.row, this.media, this.gone, maxMs);
+    await recordVoicemail(this.services, this.row, this.media, this.over, maxMs);
   }
 
   /**
@@ -143,9 +143,9 @@ export class Call implements CallSession {
    */
   async forward(to: string, timeoutMs: number): Promise<boolean> {
     if (this.ended) return false;
-    const leg = await this.dial(to, 'forward', timeoutMs, this.gone);
+    const leg = await this.dial(to, 'forward', timeoutMs, this.over);
     if (leg === undefined) return false;
-    const side = { callId: this.callId, caller: this.media, gone: this.gone };
+    const side = { callId: this.callId, caller: this.media, stop: this.over };
     await (
       await connectParty(this.services, side, { leg, who: { role: 'forward' } })
     ).ended;
@@ -219,7 +219,7 @@ export class Call implements CallSession {
       get caller() {
         return media();
       },
-      gone: options.gone ?? this.gone,
+      stop: options.stop ?? this.over,
       ...(queued === undefined ? {} : { queued }),
       ...(aside === undefined ? {} : { aside }),
     };
@@ -253,7 +253,7 @@ export class Call implements CallSession {
   }
 
   async dialBack(number: string, timeoutMs: number): Promise<boolean> {
-    const leg = await this.dial(number, 'callback', timeoutMs, this.gone);
+    const leg = await this.dial(number, 'callback', timeoutMs, this.over);
     if (leg === undefined) return false;
     // A dialled-back caller is the caller from now (until the call ends or lets them go).
     if (this.ended) void hangUpDialled(this.services, leg);
@@ -271,8 +271,8 @@ export class Call implements CallSession {
     const leg = this.line.detach();
     if (leg === undefined) return;
     if (goodbye !== undefined)
-      await leg.media.play(await promptAudio(this.services, this.row.id, { tts: goodbye }), this.gone);
-    await leg.bye(this.gone);
+      await leg.media.play(await promptAudio(this.services, this.row.id, { tts: goodbye }), this.over);
+    await leg.bye(this.over);
     await this.closeLeg(leg);
   }
 
@@ -324,7 +324,7 @@ export class Call implements CallSession {
   /** Our side ends the call: BYE (once the caller has acknowledged the answer), then the record. */
   async hangup(reason: string): Promise<void> {
     if (this.ended) return;
-    await this.line.current?.bye(this.gone);
+    await this.line.current?.bye(this.over);
     if (this.ended) return;
     await this.finish(reason);
   }

@@ -7,7 +7,7 @@
  *    rewiring reach it there), the party's leg told of holds when it has signalling of its own (hold-signal.ts);
  * 2. the leg is recorded `answered` (its first answer's time is kept) and the call `connected` with it
  *    (`call.connected`), or, for a round beside the call's own connection, that round is told (`AsideRound`);
- * 3. the two stay bridged until the party hangs up, the call ends (`gone`) or the connection is released (a
+ * 3. the two stay bridged until the party hangs up, the call is over (`stop`) or the connection is released (a
  *    transfer), whichever comes first; our BYE goes to a party that did not hang up;
  * 4. the leg closes (its media, what it holds) and its record's end, with its counts, is written.
  *
@@ -26,8 +26,8 @@ export interface CallerSide {
   callId: string;
   /** The caller's media (or a round's stand-in for it). */
   caller: CallerMedia;
-  /** Aborts when the call ends (or the round beside its connection is over). */
-  gone: AbortSignal;
+  /** Stops the connection: aborts when the call is over (or the round beside its connection is). */
+  stop: AbortSignal;
   /** Set for a round beside the call's own connection: told of the party instead of `call.connected`. */
   aside?: AsideRound | undefined;
 }
@@ -58,7 +58,7 @@ export async function connectParty(
       holdSignal(services, side.callId, leg, 'inactive'),
     );
     // Listening from now: the party may hang up while the call is recorded connected.
-    const farEnd = farEndHungUp(leg, connection.until(side.gone));
+    const farEnd = farEndHungUp(leg, connection.until(side.stop));
     await setLegState(pool, leg.id, 'answered');
     await reportConnected(pool, side, { id: leg.id, ...party.who }, connection);
     const hungUp = await farEnd;

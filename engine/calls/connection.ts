@@ -13,7 +13,7 @@
  *   still held.
  * - consult (a warm transfer's first half, transfer.ts): as held, but kept apart from hold, so that the application's
  *   hold and resume during the consultation change nothing until it ends.
- * - release (a transfer): `released` aborts; the code that made the connection waits on `until(gone)`, so it stops
+ * - release (a transfer): `released` aborts; the code that made the connection waits on `until(stop)`, so it stops
  *   waiting, hangs the party up and ends the connection as when the party hangs up, and the call goes on.
  * - moveCaller (a warm transfer's completion): the connection's caller side becomes another media (the consultation
  *   with the transfer's target was the agent's media bridged to the target's; it becomes the caller's).
@@ -81,8 +81,8 @@ export class Connection {
   }
 
   /** How long the code that made the connection keeps it: until the call goes or the party is released. */
-  until(gone: AbortSignal): AbortSignal {
-    return AbortSignal.any([gone, this.released]);
+  until(stop: AbortSignal): AbortSignal {
+    return AbortSignal.any([stop, this.released]);
   }
 
   get isHeld(): boolean {
@@ -177,7 +177,7 @@ export class Connection {
 }
 
 /**
- * Bridges `caller` and `party` as a connection (see the file's comment); `end` it when the party is gone.
+ * Bridges `caller` and `party` as a connection (see the file's comment); `end` it when the party has hung up.
  * `partyHold` tells the party's leg of a hold (hold-signal.ts).
  */
 export function bridgeCaller(caller: CallerMedia, party: BridgeEndpoint, partyHold?: HoldSignal): Connection {

@@ -87,8 +87,8 @@ export interface CallSession extends CallControl {
   readonly workspaceId: string;
   /** The caller's number (a callback dials it; SIP devices are shown it). */
   readonly fromNumber: string;
-  /** Aborts when the call ends. */
-  readonly gone: AbortSignal;
+  /** Aborts when the call is over (the caller hung up, a command, shutdown). */
+  readonly over: AbortSignal;
   /** The caller's media now (undefined while no caller is on the line: a queue's callback waits). */
   callerMedia(): RtpEndpoint | undefined;
   /** Hears the keys of the caller on the line now; returns the unsubscribe. */
@@ -132,7 +132,8 @@ export interface CallSession extends CallControl {
 export interface MemberRound {
   caller?: CallerMedia;
   aside?: AsideRound;
-  gone?: AbortSignal;
+  /** Stops the round (default: the call being over). */
+  stop?: AbortSignal;
 }
 
 /** What a `queue` step's wait needs of its call (steps/queue/wait.ts). */
@@ -141,7 +142,7 @@ export type QueueCall = Pick<
   | 'callId'
   | 'workspaceId'
   | 'fromNumber'
-  | 'gone'
+  | 'over'
   | 'callerMedia'
   | 'onCallerKeys'
   | 'ringOffer'
@@ -156,11 +157,11 @@ export type QueueCall = Pick<
 /** What a transfer needs of its call (transfer.ts). */
 export type TransferCall = Pick<
   CallSession,
-  'callId' | 'gone' | 'callerMedia' | 'ringMember' | 'dialTransfer' | 'offering' | 'transferToQueue' | 'say' | 'hangup'
+  'callId' | 'over' | 'callerMedia' | 'ringMember' | 'dialTransfer' | 'offering' | 'transferToQueue' | 'say' | 'hangup'
 >;
 
 /** What a supervision needs of its call (supervision.ts). */
-export type SupervisedCall = Pick<CallSession, 'callId' | 'gone' | 'callerMedia' | 'ringMember'>;
+export type SupervisedCall = Pick<CallSession, 'callId' | 'over' | 'callerMedia' | 'ringMember'>;
 
 /** What a ring round needs of its call beyond the round's own data (steps/ring/round.ts). */
 export type RingingCall = Pick<CallSession, 'callId' | 'workspaceId' | 'fromNumber' | 'dialCell' | 'onOfferChange'>;

@@ -69,13 +69,13 @@ export interface Leg<Media extends BridgeEndpoint = RtpEndpoint> {
 }
 
 /**
- * Resolves once the far end hangs up (true) or `gone` aborts first (false): how long a bridged leg stays bridged.
+ * Resolves once the far end hangs up (true) or `stop` aborts first (false): how long a bridged leg stays bridged.
  * Our BYE, if due, is the caller's to send.
  */
-export function farEndHungUp(leg: Pick<Leg, 'onHangup'>, gone: AbortSignal): Promise<boolean> {
+export function farEndHungUp(leg: Pick<Leg, 'onHangup'>, stop: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
     leg.onHangup(() => resolve(true));
-    if (gone.aborted) resolve(false);
-    else gone.addEventListener('abort', () => resolve(false), { once: true });
+    if (stop.aborted) resolve(false);
+    else stop.addEventListener('abort', () => resolve(false), { once: true });
   });
 }

@@ -62,7 +62,7 @@ export class Supervisions {
     const caller = this.host.callerMedia();
     const connection = caller === undefined ? undefined : connectionOf(caller);
     // Between parties there is nothing to supervise now; the re-read tries again.
-    if (this.host.gone.aborted || connection === undefined) return;
+    if (this.host.over.aborted || connection === undefined) return;
     if (!(await takeSuperviseRequest(pool, callId, command.memberId, command.id))) return;
     const supervision = new Supervision(command.mode);
     this.live.set(command.memberId, supervision);
@@ -71,20 +71,20 @@ export class Supervisions {
 
   /** The supervisor's round; once it is over, the plain bridge is back. */
   private async run(memberId: string, supervision: Supervision, connection: Connection): Promise<void> {
-    const gone = AbortSignal.any([this.host.gone, connection.over, connection.released, supervision.replaced.signal]);
+    const stop = AbortSignal.any([this.host.over, connection.over, connection.released, supervision.replaced.signal]);
     let restore: (() => void) | undefined;
     const aside: AsideRound = {
       connected: () => {
-        if (gone.aborted) return;
+        if (stop.aborted) return;
         // A supervisor answering replaces the one mixed in before, whose leg is hung up.
         this.mixing?.replaced.abort();
         this.mixing = supervision;
-        supervision.mixer.start(gone);
+        supervision.mixer.start(stop);
         restore = connection.rewire(supervision.wiring);
       },
     };
     try {
-      await this.host.ringMember(memberId, { caller: supervision.port, aside, gone });
+      await this.host.ringMember(memberId, { caller: supervision.port, aside, stop });
     } catch (error) {
       this.services.log.warn({ err: error, callId: this.host.callId }, 'a supervisor could not be reached');
     } finally {

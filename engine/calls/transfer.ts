@@ -116,7 +116,7 @@ export class Transfers {
         await this.complete(consultation);
       }
       const move = this.move;
-      if (move === undefined || this.host.gone.aborted) return;
+      if (move === undefined || this.host.over.aborted) return;
       this.move = undefined;
       await move();
     }
@@ -125,7 +125,7 @@ export class Transfers {
   private async consult(connection: Connection, transfer: Transfer): Promise<void> {
     const { pool, log } = this.services;
     const cancel = new AbortController();
-    const gone = AbortSignal.any([this.host.gone, cancel.signal]);
+    const stop = AbortSignal.any([this.host.over, cancel.signal]);
     await setConsulting(pool, this.host.callId, transfer);
     connection.consult(true);
     const agent = withPlay(connection.party);
@@ -147,8 +147,8 @@ export class Transfers {
     const target = transfer.target;
     consultation.done = (async () => {
       try {
-        if ('memberId' in target) await this.host.ringMember(target.memberId, { caller: agent, aside, gone });
-        else if ('e164' in target) await this.dialNumber(target.e164, { caller: agent, aside, gone });
+        if ('memberId' in target) await this.host.ringMember(target.memberId, { caller: agent, aside, stop });
+        else if ('e164' in target) await this.dialNumber(target.e164, { caller: agent, aside, stop });
       } catch (error) {
         log.warn({ err: error, callId: this.host.callId }, 'a warm transfer could not reach its target');
       } finally {
@@ -181,7 +181,7 @@ export class Transfers {
         if (caller !== undefined) playLooped(caller, holdMusicLoop(), waiting.signal);
         const late = await consultation.reached;
         waiting.abort();
-        if (late === undefined || caller === undefined || this.host.gone.aborted) {
+        if (late === undefined || caller === undefined || this.host.over.aborted) {
           if (this.consultation === consultation) this.consultation = undefined;
           await this.failed();
           return;
@@ -225,23 +225,23 @@ export class Transfers {
    */
   private async dialNumber(
     e164: string,
-    options: { caller?: CallerMedia; aside?: AsideRound; gone?: AbortSignal },
+    options: { caller?: CallerMedia; aside?: AsideRound; stop?: AbortSignal },
   ): Promise<boolean> {
     const caller = options.caller ?? this.host.callerMedia();
-    const gone = options.gone ?? this.host.gone;
-    if (gone.aborted || caller === undefined) return false;
+    const stop = options.stop ?? this.host.over;
+    if (stop.aborted || caller === undefined) return false;
     if (options.aside === undefined) await this.host.offering();
     const ringing = new AbortController();
     playLooped(caller, ringbackCadence(), ringing.signal);
-    const leg = await this.host.dialTransfer(e164, gone).finally(() => ringing.abort());
+    const leg = await this.host.dialTransfer(e164, stop).finally(() => ringing.abort());
     if (leg === undefined) return false;
-    if (gone.aborted) {
+    if (stop.aborted) {
       await hangUpDialled(this.services, leg);
       return false;
     }
     const { ended } = await connectParty(
       this.services,
-      { callId: this.host.callId, caller, gone, aside: options.aside },
+      { callId: this.host.callId, caller, stop, aside: options.aside },
       { leg, who: { role: 'transfer', memberId: null, externalUserId: null } },
     );
     await ended;
@@ -249,7 +249,7 @@ export class Transfers {
   }
 
   private async failed(): Promise<void> {
-    if (this.host.gone.aborted) return;
+    if (this.host.over.aborted) return;
     await this.host.say(transferFailedPrompt);
     await this.host.hangup('transfer_failed');
   }

@@ -30,18 +30,18 @@ function beep(): Int16Array {
 export type VoicemailMedia = Pick<RtpEndpoint, 'play' | 'onAudio'>;
 
 /**
- * The beep, then the caller's audio into `file` from the moment the beep ends until `gone` aborts (the call ended) or
+ * The beep, then the caller's audio into `file` from the moment the beep ends until `callOver` aborts (the call is over) or
  * `maxMs` passes. The file is opened before the beep so that no frame after it is lost to the opening. A caller who
  * hangs up before the beep has ended left no message: no file, undefined.
  */
 export async function recordCaller(
   media: VoicemailMedia,
   file: string,
-  gone: AbortSignal,
+  callOver: AbortSignal,
   maxMs: number,
 ): Promise<{ durationMs: number } | undefined> {
   const recorder = await WavRecorder.open(file);
-  if ((await media.play(beep(), gone)) === 'aborted' || gone.aborted) {
+  if ((await media.play(beep(), callOver)) === 'aborted' || callOver.aborted) {
     await recorder.close().catch(() => undefined);
     await rm(file, { force: true });
     return undefined;
@@ -49,7 +49,7 @@ export async function recordCaller(
   const stopRecording = media.onAudio((frame) => recorder.write(frame));
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, maxMs);
-    gone.addEventListener(
+    callOver.addEventListener(
       'abort',
       () => {
         clearTimeout(timer);
@@ -67,11 +67,11 @@ export async function recordVoicemail(
   options: { pool: pg.Pool; recordingsDir: string },
   row: CallRow,
   media: VoicemailMedia,
-  gone: AbortSignal,
+  callOver: AbortSignal,
   maxMs: number,
 ): Promise<void> {
   const file = path.join(options.recordingsDir, `${row.id}.wav`);
-  const written = await recordCaller(media, file, gone, maxMs);
+  const written = await recordCaller(media, file, callOver, maxMs);
   if (written === undefined) return;
   await inTransaction(options.pool, async (db) => {
     const recordingId = await insertRecording(db, {

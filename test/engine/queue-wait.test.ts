@@ -65,7 +65,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   };
   // The call's side: each ring round recorded and left ringing until the test ends it.
   const rounds: Round[] = [];
-  const gone = new AbortController();
+  const over = new AbortController();
   const hooks: (() => Promise<void>)[] = [];
   const base = 22000 + 2 * Math.floor(Math.random() * 4500);
   const media = await RtpEndpoint.open(new PortPool(base, base + 9), '127.0.0.1', { peer: loopbackCarrier });
@@ -76,7 +76,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
     workspaceId,
     fromNumber: row.from_number,
     callerMedia: () => media,
-    gone: gone.signal,
+    over: over.signal,
     onCallerKeys: () => () => {},
     ringOffer: (targets, _timeoutMs, queued: QueuedRound) =>
       new Promise<undefined>((resolve) => {
@@ -91,7 +91,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
     releaseCaller: async () => {},
     dialBack: async () => false,
     dropCaller: async () => {},
-    hangup: async () => gone.abort(),
+    hangup: async () => over.abort(),
   };
   const log = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
   const services = { pool: service.pool, queues: watch, owner: 'engine-test', log } as unknown as CallServices;
@@ -128,7 +128,7 @@ test('an offer read after its notice, then handed over late, is rung once; the n
   t.deepEqual(secondRound.memberIds, [second]);
   t.is(rounds.length, 2);
 
-  gone.abort();
+  over.abort();
   secondRound.end();
   t.is(await waiting, 'ended');
   for (const hook of hooks) await hook();

@@ -70,8 +70,8 @@ export async function waitInQueue(services: CallServices, call: QueueCall, step:
   return new QueueWait(services, call, step, queue, entry).run();
 }
 
-type Event = 'gone' | 'deadline' | 'changed' | 'key' | 'prompt' | 'place';
-const priority: readonly Event[] = ['gone', 'deadline', 'changed', 'key', 'prompt', 'place'];
+type Event = 'over' | 'deadline' | 'changed' | 'key' | 'prompt' | 'place';
+const priority: readonly Event[] = ['over', 'deadline', 'changed', 'key', 'prompt', 'place'];
 
 class QueueWait {
   private readonly pending = new Set<Event>();
@@ -132,8 +132,8 @@ class QueueWait {
       await leaveQueue(pool, entry.id, 'abandoned', missedOffersLimit);
       await this.wrapUp();
     });
-    const onGone = () => this.add('gone');
-    call.gone.addEventListener('abort', onGone, { once: true });
+    const onOver = () => this.add('over');
+    call.over.addEventListener('abort', onOver, { once: true });
     const unwatch = this.services.queues.watch(entry.id, entry.queue_id, (offered) => {
       // Only the latest word counts: a notice after a handed-over offer (it may withdraw it) means reading again.
       this.offered = offered;
@@ -173,7 +173,7 @@ class QueueWait {
     try {
       for (;;) {
         const event = await this.next();
-        if (event === 'gone' || call.gone.aborted) return 'ended';
+        if (event === 'over' || call.over.aborted) return 'ended';
         if (event === 'deadline') {
           await leaveQueue(pool, entry.id, this.callback ? 'abandoned' : 'overflowed', missedOffersLimit);
           if (!this.callback) return 'overflowed';
@@ -189,7 +189,7 @@ class QueueWait {
         }
       }
     } finally {
-      call.gone.removeEventListener('abort', onGone);
+      call.over.removeEventListener('abort', onOver);
       unwatch();
       stopKeys();
       for (const timer of this.timers) clearTimeout(timer);
@@ -199,7 +199,7 @@ class QueueWait {
 
   private startHold(): void {
     const media = this.call.callerMedia();
-    if (this.hold !== undefined || this.callback || this.call.gone.aborted || media === undefined) return;
+    if (this.hold !== undefined || this.callback || this.call.over.aborted || media === undefined) return;
     const stop = new AbortController();
     this.hold = stop;
     playLooped(media, this.holdAudio, stop.signal);
@@ -319,7 +319,7 @@ class QueueWait {
     }
     // Answered: the agent went to wrap-up with their device when the connection ended.
     if (outcome === 'answered') return 'answered';
-    if (this.call.gone.aborted) return 'ended';
+    if (this.call.over.aborted) return 'ended';
     if (why === 'deadline') {
       await leaveQueue(pool, this.entry.id, 'overflowed', missedOffersLimit);
       return 'overflowed';

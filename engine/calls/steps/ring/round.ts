@@ -47,8 +47,8 @@ export interface RoundContext {
   ringSeq: number;
   /** The caller's media: hears ringback, then is bridged to the answering device. */
   caller: CallerMedia;
-  /** Aborts when the call ends (the caller hung up, a command, shutdown). */
-  gone: AbortSignal;
+  /** Stops the round: the call is over (the caller hung up, a command, shutdown), or the round beside it is. */
+  stop: AbortSignal;
   /** Set for a queue's offer (steps/queue/wait.ts): what differs from a `ring` step's round. */
   queued?: QueuedRound;
   /** Set for a round beside the call's own connection (a warm transfer's consultation, a supervisor's leg). */
@@ -91,7 +91,7 @@ export async function ringRound(
 ): Promise<RoundWinner | undefined> {
   const { pool, log } = services;
   const { people, cells, devices, sipTargets } = await roundTargets(services, round, targets);
-  if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.gone.aborted) {
+  if ((devices.length === 0 && cells.length === 0 && sipTargets.length === 0) || round.stop.aborted) {
     return undefined;
   }
   const endpoints = new Map<string, WebRtcMedia>();
@@ -120,8 +120,8 @@ export async function ringRound(
   const stopListening = round.call.onOfferChange(() => wake());
   // Cancels the cells still ringing once the round is decided (or the call ends).
   const stopCells = new AbortController();
-  const onGoneCells = () => stopCells.abort();
-  round.gone.addEventListener('abort', onGoneCells, { once: true });
+  const onStopCells = () => stopCells.abort();
+  round.stop.addEventListener('abort', onStopCells, { once: true });
   // Each cell's dial-out, settled once it is answered and handed over, or given up.
   const dialling: Promise<void>[] = [];
   try {
@@ -178,16 +178,16 @@ export async function ringRound(
         if (settled) return false;
         settled = true;
         clearTimeout(timer);
-        round.gone.removeEventListener('abort', onGone);
+        round.stop.removeEventListener('abort', onStop);
         resolve(found);
         return true;
       };
-      const onGone = () => settle(undefined);
+      const onStop = () => settle(undefined);
       const timer = setTimeout(() => settle(undefined), Math.max(0, expiresAt.getTime() - Date.now()));
-      round.gone.addEventListener('abort', onGone, { once: true });
+      round.stop.addEventListener('abort', onStop, { once: true });
       // A queue's offer also ends when its entry stops being offered (signals abort once; no removal needed).
       if (round.queued?.stop.aborted === true) settle(undefined);
-      else round.queued?.stop.addEventListener('abort', onGone, { once: true });
+      else round.queued?.stop.addEventListener('abort', onStop, { once: true });
       // The cells and SIP devices ring with the offers; with no offer made, the round ends once every cell and every
       // SIP device gave up. A SIP device's 200 ends the wait: who wins is decided below, once the offers are withdrawn.
       let cellsRinging = cells.length;
@@ -262,7 +262,7 @@ export async function ringRound(
       sipAnswer?.hangup();
       // A device that accepted as the cell answered lost: it is free again.
       if (accepted !== undefined) await setDeviceBusy(pool, accepted.device_id, null);
-      if (round.gone.aborted) {
+      if (round.stop.aborted) {
         await hangUpDialled(services, answer.cell);
         return undefined;
       }
@@ -272,7 +272,7 @@ export async function ringRound(
       // No browser accepted: a phone that answered has the call.
       if (sipAnswer === undefined) return undefined;
       closeAll();
-      if (round.gone.aborted) {
+      if (round.stop.aborted) {
         sipAnswer.hangup();
         return undefined;
       }
@@ -283,7 +283,7 @@ export async function ringRound(
     const endpoint = endpoints.get(accepted.device_id);
     endpoints.delete(accepted.device_id);
     closeAll();
-    if (round.gone.aborted) {
+    if (round.stop.aborted) {
       endpoint?.close();
       await setDeviceBusy(pool, accepted.device_id, null);
       return undefined;
@@ -293,7 +293,7 @@ export async function ringRound(
     stopListening();
     wake = () => {};
     stopCells.abort();
-    round.gone.removeEventListener('abort', onGoneCells);
+    round.stop.removeEventListener('abort', onStopCells);
     closeAll();
   }
 }
