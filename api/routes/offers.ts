@@ -27,6 +27,14 @@ import { ListQuery, listPage, pageOf } from '../pagination.ts';
 import { defineOperation, requireWorkspace, type Services } from '../route.ts';
 import { DateTime, IdParams, NoFields, Uuid } from '../schemas.ts';
 
+/** What ended a long-poll's wait, if anything has: its answer's label in the metrics. */
+function waitEnded(changed: boolean, leftMs: number, clientLeft: boolean, stopping: boolean) {
+  if (changed) return 'change';
+  if (leftMs <= 0) return 'wait';
+  if (clientLeft) return 'client';
+  return stopping ? 'shutdown' : undefined;
+}
+
 /** The longest a long-poll holds (the `wait` query's default and maximum). */
 const longPollSeconds = 10;
 /** Long-polls one device, and one person (a user or member, whatever token), may hold waiting in one API process. */
@@ -195,6 +203,7 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
   app.addHook('preClose', async () => waiters.stopWaiting());
   app.addHook('onClose', () => waiters.close());
   let refusals: Counter | undefined;
+  let answered: Counter<'by'> | undefined;
   if (services.registry !== undefined) {
     new Gauge({
       name: 'switchboard_offer_long_polls',
@@ -207,6 +216,14 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
     refusals = new Counter({
       name: 'switchboard_offer_long_polls_refused_total',
       help: 'Long-polls of offers refused (409 limit_exceeded) because their device or person held the most waiting',
+      registers: [services.registry],
+    });
+    answered = new Counter({
+      name: 'switchboard_offer_long_polls_answered_total',
+      help:
+        'Long-polls of offers answered, by what ended their wait: change (the offers changed), wait (it ran out), ' +
+        'client (the client left) or shutdown (the API process stops)',
+      labelNames: ['by'],
       registers: [services.registry],
     });
   }
@@ -245,9 +262,12 @@ export function offerRoutes(app: FastifyInstance, services: Services) {
         try {
           for (;;) {
             const page = await read();
-            const left = until - Date.now();
-            if (changed(page.rows) || left <= 0 || watch.ended || gone.signal.aborted) return answer(page);
-            await watch.next(left, gone.signal);
+            const by = waitEnded(changed(page.rows), until - Date.now(), gone.signal.aborted, watch.ended);
+            if (by !== undefined) {
+              answered?.inc({ by });
+              return answer(page);
+            }
+            await watch.next(until - Date.now(), gone.signal);
           }
         } finally {
           gone.release();
