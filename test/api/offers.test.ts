@@ -129,6 +129,11 @@ async function pollsAnswered(): Promise<{ change: number; wait: number }> {
   return { change: count('change'), wait: count('wait') };
 }
 
+/** The long-polls answered between two readings of `pollsAnswered`. */
+function since(before: { change: number; wait: number }, after: { change: number; wait: number }) {
+  return { change: after.change - before.change, wait: after.wait - before.wait };
+}
+
 /** The service's own connections to its database (application_name switchboard), by state. */
 async function serviceConnections() {
   const result = await service.pool.query<{ state: string | null; count: number }>(
@@ -175,10 +180,10 @@ test.serial(
     t.is(made.offers.length, 1);
     t.deepEqual(made.notOffered, []);
 
-    const started = Date.now();
+    const counted = await pollsAnswered();
     const answer = await poll(token, phone);
     t.is(answer.status, 200, answer.text);
-    t.true(Date.now() - started < 2_000, `answered in ${Date.now() - started} ms`);
+    t.deepEqual(since(counted, await pollsAnswered()), { change: 1, wait: 0 }, 'answered at once, not after its wait');
     t.deepEqual(answer.body, {
       data: [
         {
@@ -201,15 +206,17 @@ test.serial(
       nextCursor: null,
     });
 
-    const none = Date.now();
+    const before = await pollsAnswered();
     const empty = await poll(token, quiet, '?wait=0');
     t.is(empty.status, 200, empty.text);
     t.deepEqual(empty.body, { data: [], nextCursor: null });
-    t.true(Date.now() - none < 2_000);
+    t.deepEqual(since(before, await pollsAnswered()), { change: 0, wait: 0 }, 'wait=0 is no long-poll');
 
     // With nothing waiting, a short wait ends empty after it.
+    const beforeWait = await pollsAnswered();
     const waited = Date.now();
     const after = await poll(token, quiet, '?wait=1');
+    t.deepEqual(since(beforeWait, await pollsAnswered()), { change: 0, wait: 1 });
     t.deepEqual(after.body, { data: [], nextCursor: null });
     t.true(Date.now() - waited >= 950, `answered after ${Date.now() - waited} ms`);
 
@@ -261,9 +268,7 @@ test.serial(
     const answers = await Promise.all(polls);
     const woken = Date.now();
     // Each was woken by the offer, none let go by its wait running out.
-    const after = await pollsAnswered();
-    t.is(after.change - before.change, 500);
-    t.is(after.wait - before.wait, 0);
+    t.deepEqual(since(before, await pollsAnswered()), { change: 500, wait: 0 });
     for (const { phone, answer } of answers) {
       t.is(answer.status, 200, answer.text);
       t.deepEqual(offerIds(answer), [offerOf.get(phone)]);
@@ -335,7 +340,7 @@ test.serial(
     const ringing = poll(token, laptop, `?known=${laptopOffer}`);
     await pollsWaiting(1);
 
-    const started = Date.now();
+    const counted = await pollsAnswered();
     const won = await accept(token, deskOffer);
     t.is(won.status, 200, won.text);
     t.is(won.body.state, 'accepted');
@@ -343,7 +348,7 @@ test.serial(
     const gone = await ringing;
     t.is(gone.status, 200, gone.text);
     t.deepEqual(gone.body.data, []);
-    t.true(Date.now() - started < 1_000, `the laptop heard within ${Date.now() - started} ms`);
+    t.deepEqual(since(counted, await pollsAnswered()), { change: 1, wait: 0 }, 'the laptop heard of it at once');
 
     isError(t, await accept(token, laptopOffer), 409, 'call_conflict');
     isError(t, await accept(token, deskOffer), 409, 'call_conflict', 'accepting again with a new key');
