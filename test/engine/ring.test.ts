@@ -159,7 +159,6 @@ test('the browser hangs up through the API (operation 52, its user token with ca
   const offer = await offerOf(token, deviceId);
   const browser = await answerOffer(offer.sdp);
   let hungUp: Awaited<ReturnType<TestService['request']>>;
-  let tookMs: number;
   try {
     const accepted = await service.request('POST', `/api/v1/offers/${offer.id}/accept`, {
       auth: token,
@@ -169,9 +168,7 @@ test('the browser hangs up through the API (operation 52, its user token with ca
     await browser.connected();
     await until('connected', async () => ((await callRow(offer.callId))?.state === 'connected' ? true : undefined));
     // As client/phone.ts's hangUp does: the hangup first, then the peer connection closes.
-    const started = Date.now();
     hungUp = await service.request('POST', `/api/v1/calls/${offer.callId}/hangup`, { auth: token });
-    tookMs = Date.now() - started;
   } finally {
     browser.close();
   }
@@ -180,7 +177,10 @@ test('the browser hangs up through the API (operation 52, its user token with ca
   t.is(hungUp.body.state, 'ended', hungUp.text);
   t.is(hungUp.body.endReason, 'hangup_requested');
   t.false('hangupRequested' in hungUp.body, 'the engine ended it within the wait');
-  t.true(tookMs < 5_000, `ended ${tookMs} ms after the request`);
+  t.false(
+    service.logs.some((line) => line.includes('did not end the call in time') && line.includes(offer.callId)),
+    'answered once the engine ended the call, not after the wait',
+  );
   const row = await callRow(offer.callId);
   t.is(row?.end_reason, 'hangup_requested');
   // sipp's scenario ends on the engine's BYE (it fails without one).
