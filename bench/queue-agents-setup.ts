@@ -7,7 +7,7 @@
  *
  * Registration: Debian's sipp 3.6.1 answers the first challenge and knows MD5 only, and the engine challenges
  * SHA-256 first, so the devices register at a second call engine started in this process whose registrar offers MD5
- * first (as test/engine/sip-device.test.ts does), closed once they are; a binding is rung by whichever engine holds
+ * first (as test/engine/calls/steps/ring/sip-device.test.ts does), closed once they are; a binding is rung by whichever engine holds
  * the call, at the binding's source (docs/phones.md).
  *
  * Phones: one sipp UAS serves `perPhone` agents. Each agent's binding has its own contact (sip:<username>@host:port)

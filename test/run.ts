@@ -56,31 +56,31 @@ process.env.SIP_PORT ??= '0';
  * machines have two cores).
  */
 const realTime = [
-  'test/engine/calls.test.ts',
-  'test/engine/call-plans.test.ts',
-  'test/engine/media.test.ts',
-  'test/engine/media-spray.test.ts',
-  'test/engine/sip-transport.test.ts',
+  'test/engine/calls/calls.test.ts',
+  'test/engine/calls/call-plans.test.ts',
+  'test/engine/media/media.test.ts',
+  'test/engine/media/media-spray.test.ts',
+  'test/engine/sip/sip-transport.test.ts',
   'test/client/phone.test.ts',
   'test/client/phone-calls.test.ts',
   'test/client/phone-rounds.test.ts',
-  'test/engine/registrar.test.ts',
-  'test/engine/ring.test.ts',
-  'test/engine/sip-device.test.ts',
-  'test/engine/queue.test.ts',
-  'test/engine/queue-callback.test.ts',
-  'test/engine/dial-policy.test.ts',
+  'test/engine/sip/registrar.test.ts',
+  'test/engine/calls/steps/ring/ring.test.ts',
+  'test/engine/calls/steps/ring/sip-device.test.ts',
+  'test/engine/calls/steps/queue/queue.test.ts',
+  'test/engine/calls/steps/queue/queue-callback.test.ts',
+  'test/engine/calls/dial-policy.test.ts',
   'test/api/slow-media.test.ts',
-  'test/engine/queue-races.test.ts',
-  'test/engine/hold.test.ts',
-  'test/engine/transfer.test.ts',
-  'test/engine/transfer-warm.test.ts',
-  'test/engine/hold-reinvite.test.ts',
-  'test/engine/supervise.test.ts',
-  'test/engine/queue-announcements.test.ts',
-  'test/engine/verification-call.test.ts',
-  'test/engine/texting.test.ts',
-  'test/engine/texting-link.test.ts',
+  'test/engine/calls/steps/queue/queue-races.test.ts',
+  'test/engine/calls/hold.test.ts',
+  'test/engine/calls/transfer.test.ts',
+  'test/engine/calls/transfer-warm.test.ts',
+  'test/engine/calls/hold-reinvite.test.ts',
+  'test/engine/calls/supervise.test.ts',
+  'test/engine/calls/steps/queue/queue-announcements.test.ts',
+  'test/engine/verifications/verification-call.test.ts',
+  'test/engine/messaging/texting.test.ts',
+  'test/engine/messaging/texting-link.test.ts',
 ];
 /**
  * The files that keep the machine's cores busy for a minute or more (an engine fuzzed with 100,000 messages; a whole
@@ -89,10 +89,10 @@ const realTime = [
  * timings.
  */
 const heavy = [
-  'test/engine/sip-fuzz.test.ts',
+  'test/engine/sip/sip-fuzz.test.ts',
   'test/app/production-build.test.ts',
-  'test/engine/webrtc.test.ts',
-  'test/engine/webrtc-g711.test.ts',
+  'test/engine/media/webrtc.test.ts',
+  'test/engine/media/webrtc-g711.test.ts',
 ];
 
 /**

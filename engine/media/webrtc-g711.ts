@@ -2,7 +2,7 @@
  * A browser leg's WebRTC media carried as G.711 (docs/phones.md, "Legs"; `WEBRTC_MEDIA=g711`, the default): one
  * peer connection of werift, a WebRTC stack in TypeScript (ICE, DTLS-SRTP, RTP and RTCP; no codecs of its own). The
  * engine offers PCMU and PCMA only, which every WebRTC browser must take (RFC 7874; Chromium answers PCMU,
- * test/engine/webrtc-g711.test.ts), so audio crosses the leg as the carrier leg's own G.711: each 20 ms frame the bridge
+ * test/engine/media/webrtc-g711.test.ts), so audio crosses the leg as the carrier leg's own G.711: each 20 ms frame the bridge
  * sends is encoded (a table lookup per sample) and written as one RTP packet; each packet from the browser is decoded
  * and re-framed to 20 ms. No jitter buffer, no resampling, no encoder: the libwebrtc stack (webrtc.ts) spends most of
  * a call's CPU in those (docs/benchmarks.md, "phones").

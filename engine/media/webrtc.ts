@@ -4,7 +4,7 @@
  * uses the servers given (none: host candidates only); DTLS-SRTP and the codecs are libwebrtc's, offered in the order
  * PCMU, PCMA, Opus, telephone-event, nothing else. The answer keeps the offer's order and each side sends the first
  * codec of it, so a browser that does G.711 (RFC 7874 asks it of every WebRTC browser; Chromium answers PCMU,
- * test/engine/legs/browser.test.ts) talks PCMU, which the carrier leg speaks too: no Opus encoder or decoder and no
+ * test/engine/calls/legs/browser.test.ts) talks PCMU, which the carrier leg speaks too: no Opus encoder or decoder and no
  * resampling to and from 48 kHz in libwebrtc (see `offeredCodecs`).
  *
  * Offer/answer. The engine offers: `createOffer` waits for ICE gathering to complete (or `gatherTimeoutMs`, then
@@ -22,7 +22,7 @@
  * 20 ms frame on the event loop, more than the two `onData` calls, about 45 µs each, at any rate). DTMF does not cross this endpoint yet (no `onDtmf` / `sendDtmf`).
  *
  * `close` stops the sink, then the track, then closes the peer connection, and is idempotent. Known weak points of
- * the binding (measured in test/engine/webrtc.test.ts): a process that exits by itself while an `RTCAudioSource` is
+ * the binding (measured in test/engine/media/webrtc.test.ts): a process that exits by itself while an `RTCAudioSource` is
  * not yet garbage-collected crashes (SIGSEGV) in the binding's N-API cleanup, closed or not; one that ends with
  * `process.exit` (as the service does on SIGTERM) does not. A track that is never stopped keeps the process alive.
  */

@@ -39,7 +39,7 @@ import { exitPastWrtc, sippFailed } from '../helpers/engine-service.ts';
 import { until } from '../helpers/until.ts';
 
 // The engine in this worker makes RTCAudioSources: end it as `process.exit` would, or the binding's N-API cleanup
-// crashes it at exit (see test/engine/webrtc.test.ts).
+// crashes it at exit (see test/engine/media/webrtc.test.ts).
 exitPastWrtc();
 
 let bench: PhoneBench;

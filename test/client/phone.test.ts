@@ -31,7 +31,7 @@ import { sine, tonePower, zeroCrossingFrequency } from '../helpers/webrtc-browse
 import { exitPastWrtc } from '../helpers/engine-service.ts';
 
 // This worker makes RTCAudioSources (the engine's endpoints): end it as `process.exit` would, or the binding's N-API
-// cleanup crashes it at exit (see test/engine/webrtc.test.ts).
+// cleanup crashes it at exit (see test/engine/media/webrtc.test.ts).
 exitPastWrtc();
 
 let service: TestService;

@@ -1,7 +1,7 @@
 /**
  * fast-check arbitraries of what a SIP listener may receive: valid messages (INVITE with SDP, OPTIONS, REGISTER,
  * BYE, ACK, CANCEL, other methods, responses) with fields cut, doubled, oversized, in wrong encodings, with bad
- * Content-Length and bad SDP, and plain random bytes. Used by test/engine/sip-fuzz.test.ts against a running engine.
+ * Content-Length and bad SDP, and plain random bytes. Used by test/engine/sip/sip-fuzz.test.ts against a running engine.
  */
 import fc from 'fast-check';
 

@@ -1,5 +1,5 @@
 /**
- * The WebRTC churn (test/engine/webrtc.test.ts, webrtc-g711.test.ts), run as a process of its own with `--expose-gc`:
+ * The WebRTC churn (test/engine/media/webrtc.test.ts, webrtc-g711.test.ts), run as a process of its own with `--expose-gc`:
  * opens and closes `LEGS` engine endpoints of the stack `STACK` names (`libwebrtc`, the default, or `g711`), each answered by a stand-in browser, in batches of `CONCURRENCY` at a time: offer and answer, both
  * sides connected, audio both ways until each side heard a frame, then both closed. After `CHECKPOINT` legs (warmed
  * up), every `EVERY` legs when set, and at the end it collects garbage and writes one JSON line to stdout: legs, seconds, heap, external, RSS and

@@ -1,6 +1,6 @@
 /**
  * What every WebRTC media stack of the engine must do (engine/media/webrtc-endpoint.ts), as tests each stack's file
- * registers (test/engine/webrtc.test.ts, webrtc-g711.test.ts): a stand-in browser (test/helpers/webrtc-browser.ts)
+ * registers (test/engine/media/webrtc.test.ts, webrtc-g711.test.ts): a stand-in browser (test/helpers/webrtc-browser.ts)
  * talks PCMU with the endpoint, tones go both ways and are measured by frequency, directly and through a bridge to a
  * G.711 RTP endpoint, and answers the endpoint cannot use are refused without harm.
  *

@@ -8,7 +8,7 @@
  * - The far end hangs up when its peer connection closes or fails (the browser closed it, went away, or ICE or DTLS
  *   gave up); `onHangup` hears that once. A browser that closes its peer connection is heard at once by the G.711
  *   stack (its DTLS close_notify) and about 15 s later by libwebrtc, when ICE consent lapses (both measured in
- *   test/engine/legs/browser.test.ts).
+ *   test/engine/calls/legs/browser.test.ts).
  * - `bye` closes the peer connection (the browser sees it close); nothing waits.
  */
 import type { WebRtcMedia, WebRtcState } from '../../media/webrtc-endpoint.ts';

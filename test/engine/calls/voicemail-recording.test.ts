@@ -1,7 +1,7 @@
 /**
  * Recording a voicemail's audio (engine/calls/voicemail-recording.ts `recordCaller`) through a double of the caller's
  * media: what is recorded is what the caller sends from the end of the beep until they hang up or the time is up, and
- * a caller gone before the beep ended leaves nothing. The whole call through sipp is in test/engine/calls.test.ts.
+ * a caller gone before the beep ended leaves nothing. The whole call through sipp is in test/engine/calls/calls.test.ts.
  */
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
