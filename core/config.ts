@@ -19,9 +19,9 @@ export type SettingReader = 'api' | 'engine' | 'operator';
 /**
  * How the pods of an engine pool get a setting the engine reads (operator/engine-pool.ts).
  * - `operator`: the operator's own value, passed on when it has one (the same logs, receivers and limits as it);
- * - `secret`: a key of a Secret in the Engine's namespace that the operator's setting `reference` names;
+ * - `secret`: a key of a Secret in the EnginePool's namespace that the operator's setting `reference` names;
  * - `pod`: a field of the pod itself (its name, its node's or its own address);
- * - `spec`: the Engine resource's spec, or this default when the spec leaves it out;
+ * - `spec`: the EnginePool resource's spec, or this default when the spec leaves it out;
  * - `pool`: a value the pool's shape decides (a container binds every address, its data folder is a volume);
  * - `default`: deliberately left to the engine's default, for the reason given.
  */
@@ -298,14 +298,14 @@ const declared = [
     name: 'ENGINE_DATABASE_SECRET',
     default: 'switchboard-database/url',
     meaning:
-      'The Secret and key (`name/key`, in the Engine’s namespace) holding DATABASE_URL for the engine pods the operator runs.',
+      'The Secret and key (`name/key`, in the EnginePool’s namespace) holding DATABASE_URL for the engine pods the operator runs.',
     readBy: ['operator'],
   },
   {
     name: 'ENGINE_SWITCHBOARD_SECRET',
     default: '(unset)',
     meaning:
-      'The Secret and key (`name/key`, in the Engine’s namespace) holding SWITCHBOARD_SECRET for the engine pods; needed with SWITCHBOARD_SECRET in a cluster.',
+      'The Secret and key (`name/key`, in the EnginePool’s namespace) holding SWITCHBOARD_SECRET for the engine pods; needed with SWITCHBOARD_SECRET in a cluster.',
     readBy: ['operator'],
   },
   {
@@ -340,7 +340,7 @@ const declared = [
     name: 'ENGINE_ICE_SERVERS_SECRET',
     default: '(unset)',
     meaning:
-      'The Secret and key (`name/key`, in the Engine’s namespace) holding ICE_SERVERS for the engine pods. Unset: the pods use host candidates only.',
+      'The Secret and key (`name/key`, in the EnginePool’s namespace) holding ICE_SERVERS for the engine pods. Unset: the pods use host candidates only.',
     readBy: ['operator'],
   },
   {

@@ -17,7 +17,7 @@ export type ReconcileResult = { requeueAfterMs?: number } | void;
 
 export type Reconcile = (name: string, resource: Resource | undefined) => Promise<ReconcileResult>;
 
-/** Objects of another kind whose changes concern resources of this one (an Engine's Deployment). */
+/** Objects of another kind whose changes concern resources of this one (an EnginePool's Deployment). */
 export interface RelatedWatch {
   /** Lists, then watches from the list; `concerns` hears the name of the resource each change is about. */
   watch(namespace: string, concerns: (name: string) => void, onError: (error: unknown) => void): Promise<Watch>;

@@ -1,7 +1,7 @@
 /**
  * The engine pool's children in a cluster (docs/kubernetes.md, Engine pools): applied with server-side apply under
  * the operator's field manager (the builders in engine-pool.ts give the whole desired object, owner reference
- * included, so Kubernetes deletes them with their Engine), pruned when the spec stops asking for one (the SIP
+ * included, so Kubernetes deletes them with their EnginePool), pruned when the spec stops asking for one (the SIP
  * Service of a pool moved onto the host network), and read back for the pool's readiness.
  */
 import {
@@ -36,7 +36,7 @@ const childKinds = [
   { apiVersion: 'v1', kind: 'ConfigMap' },
 ] as const;
 
-/** Every engine pool's pods, whichever Engine they belong to. */
+/** Every engine pool's pods, whichever EnginePool they belong to. */
 const poolsSelector = `app.kubernetes.io/component=engine,app.kubernetes.io/managed-by=${engineManagedBy}`;
 
 const selectorOf = (labels: Record<string, string>) =>
@@ -52,8 +52,8 @@ export class KubernetesEngineChildren implements EngineChildren {
   }
 
   /**
-   * The pools' Deployments: a rollout's progress (ready pods, a new generation observed) queues the Engine it
-   * belongs to (its `app.kubernetes.io/instance`), so the Engine's status follows without polling.
+   * The pools' Deployments: a rollout's progress (ready pods, a new generation observed) queues the EnginePool it
+   * belongs to (its `app.kubernetes.io/instance`), so the EnginePool's status follows without polling.
    */
   async watch(namespace: string, concerns: (name: string) => void, onError: (error: unknown) => void): Promise<Watch> {
     assertNotHoldingConnection("a watch of the pools' Deployments");

@@ -15,7 +15,7 @@ import {
 } from '../core/config.ts';
 
 export interface EnginePoolSettings {
-  /** The Secret (in the Engine's namespace) and key holding the pods' DATABASE_URL (ENGINE_DATABASE_SECRET). */
+  /** The Secret (in the EnginePool's namespace) and key holding the pods' DATABASE_URL (ENGINE_DATABASE_SECRET). */
   databaseSecret: SecretKeyReference;
   /**
    * The Secret and key holding the pods' SWITCHBOARD_SECRET (ENGINE_SWITCHBOARD_SECRET), when the operator has one:

@@ -1,5 +1,5 @@
 /**
- * The Kubernetes children of an `Engine` resource (an engine pool, docs/kubernetes.md): its ConfigMap, Deployment,
+ * The Kubernetes children of an `EnginePool` resource (an engine pool, docs/kubernetes.md): its ConfigMap, Deployment,
  * Services and PodDisruptionBudget, as pure functions of the resource and the operator's settings (no I/O, no clock,
  * no randomness: the same input gives the same objects, so the operator can apply them on every reconcile).
  *
@@ -21,7 +21,7 @@ import type {
   V1Service,
 } from '@kubernetes/client-node';
 import { loadConfig } from '../core/config.ts';
-import type { EngineSpec } from '../core/resources/kinds.ts';
+import type { EnginePoolSpec } from '../core/resources/kinds.ts';
 import { type Resource, resourceApiVersion } from '../core/resources/store.ts';
 import {
   engineDataDir,
@@ -31,13 +31,13 @@ import {
   type PoolValues,
 } from './engine-pod-settings.ts';
 
-/** An `Engine` custom resource (what the ResourceStore returns, with its spec typed). */
-export type EngineResource = Resource<EngineSpec, unknown>;
+/** An `EnginePool` custom resource (what the ResourceStore returns, with its spec typed). */
+export type EngineResource = Resource<EnginePoolSpec, unknown>;
 
-/** An Engine whose children cannot be built (a name too long for them, ports that clash). */
+/** An EnginePool whose children cannot be built (a name too long for them, ports that clash). */
 export class EnginePoolError extends Error {
   constructor(engine: string, message: string) {
-    super(`Engine ${engine}: ${message}`);
+    super(`EnginePool ${engine}: ${message}`);
     this.name = 'EnginePoolError';
   }
 }
@@ -69,11 +69,11 @@ export function enginePoolLabels(engine: EngineResource): Record<string, string>
   };
 }
 
-/** Makes the Engine the controller of a child: Kubernetes deletes the child with it. */
+/** Makes the EnginePool the controller of a child: Kubernetes deletes the child with it. */
 export function engineOwnerReference(engine: EngineResource): V1OwnerReference {
   return {
     apiVersion: resourceApiVersion,
-    kind: 'Engine',
+    kind: 'EnginePool',
     name: engine.metadata.name,
     uid: engine.metadata.uid,
     controller: true,
@@ -237,7 +237,7 @@ export function engineDeployment(engine: EngineResource, settings: EnginePoolSet
   };
 }
 
-function resourceRequirements(resources: NonNullable<EngineSpec['resources']>) {
+function resourceRequirements(resources: NonNullable<EnginePoolSpec['resources']>) {
   const list = (quantities: { cpu?: string; memory?: string }) => ({
     ...(quantities.cpu !== undefined ? { cpu: quantities.cpu } : {}),
     ...(quantities.memory !== undefined ? { memory: quantities.memory } : {}),

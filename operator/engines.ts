@@ -1,11 +1,11 @@
 /**
- * The `Engine` reconciler (docs/kubernetes.md, Engine pools): an engine pool's carriers go to PostgreSQL (the
+ * The `EnginePool` reconciler (docs/kubernetes.md, Engine pools): an engine pool's carriers go to PostgreSQL (the
  * engines read them from there), and in a cluster its children (engine-pool.ts's builders) are applied with
  * server-side apply and pruned. The status has `readyReplicas` and a `Ready` condition: true once the Deployment has
  * rolled out the newest spec with every replica ready. Without a cluster the engine runs in the service's own
  * process: only the carriers apply, and `Ready` says so.
  *
- * A finalizer removes the pool's carriers when the Engine goes; its children go with it by their owner references.
+ * A finalizer removes the pool's carriers when the EnginePool goes; its children go with it by their owner references.
  */
 import { type Clock, systemClock } from '../core/clock.ts';
 import type pg from 'pg';
@@ -16,7 +16,7 @@ import {
   removeEngineCarriers,
 } from '../core/carriers/carriers.ts';
 import { inTransaction } from '../core/database.ts';
-import { EngineSpec } from '../core/resources/kinds.ts';
+import { EnginePoolSpec } from '../core/resources/kinds.ts';
 import type { Resource, ResourceStore } from '../core/resources/store.ts';
 import type { ReconcileResult } from './controller.ts';
 import type { EngineChildren } from './engine-children.ts';
@@ -28,7 +28,7 @@ import type { SecretSource } from './webhook-endpoints.ts';
 
 export const engineFinalizer = 'switchboard.dev/engine-carriers';
 
-const checkSpec = specCheck(EngineSpec);
+const checkSpec = specCheck(EnginePoolSpec);
 
 /** How soon a pool still rolling out is looked at again even if its Deployment's watch says nothing. */
 const rolloutRecheckMs = 30_000;

@@ -147,7 +147,7 @@ function controllersFor(options: OperatorOptions, metrics: OperatorMetrics): Con
   const engines = new Controller({
     ...common,
     ...(options.engines.cluster === undefined ? {} : { related: options.engines.cluster.children }),
-    kind: 'Engine',
+    kind: 'EnginePool',
     reconcile: engineReconciler(pool, store, options.engines, options.clock),
   });
   return [plans, queues, webhooks, engines];

@@ -1,6 +1,6 @@
 /**
  * Carriers: the SIP peers the service takes calls from and places calls through, kept in the `carriers` table, added
- * by hand (`switchboard carriers add`) or declared by an Engine resource (operator/engines.ts). This module holds the
+ * by hand (`switchboard carriers add`) or declared by an EnginePool resource (operator/engines.ts). This module holds the
  * table's SQL: adding (with the input's checks and the password sealed, core/sealing.ts), listing and removing. The
  * engine's cached lookup of a call's carrier by source address is engine/sip/carriers.ts.
  */
@@ -74,7 +74,7 @@ export async function addCarrier(
     password?: string;
     /** CIDR ranges or addresses of its media servers, when they are not at its address. */
     mediaNetworks?: readonly string[];
-    /** The Engine resource (`namespace/name`) declaring the carrier; none when added by hand. */
+    /** The EnginePool resource (`namespace/name`) declaring the carrier; none when added by hand. */
     engine?: string;
   },
 ): Promise<Omit<Carrier, 'password' | 'media_networks'> & { mediaNetworks: string[]; hasPassword: boolean }> {
@@ -97,7 +97,7 @@ export async function addCarrier(
      ON CONFLICT (name) DO UPDATE SET address = excluded.address, port = excluded.port,
        transport = excluded.transport, username = excluded.username, password = excluded.password,
        media_networks = excluded.media_networks
-     -- A carrier declared by an Engine resource changes only there (and one added by hand only by hand).
+     -- A carrier declared by an EnginePool resource changes only there (and one added by hand only by hand).
      WHERE carriers.engine IS NOT DISTINCT FROM excluded.engine
      RETURNING name, address, port, transport, username, password, media_networks`,
     [
@@ -120,7 +120,7 @@ export async function addCarrier(
     throw new CarrierInputError(
       engine === null || engine === undefined
         ? `carrier "${input.name}" was added with \`switchboard carriers add\`; change it there or remove it first`
-        : `carrier "${input.name}" is declared by the Engine resource ${engine}; change it there`,
+        : `carrier "${input.name}" is declared by the EnginePool resource ${engine}; change it there`,
     );
   }
   return {
@@ -142,12 +142,12 @@ export async function listCarriers(db: Queryable): Promise<Carrier[]> {
   return result.rows;
 }
 
-/** Removes the carriers an Engine resource (`namespace/name`) declared, except those named in `keep`. */
+/** Removes the carriers an EnginePool resource (`namespace/name`) declared, except those named in `keep`. */
 export async function removeEngineCarriers(db: Queryable, engine: string, keep: readonly string[]): Promise<void> {
   await db.query('DELETE FROM carriers WHERE engine = $1 AND NOT (name = ANY($2::text[]))', [engine, keep]);
 }
 
-/** Removes every carrier an Engine resource (`namespace/name`) declared (the Engine is gone). */
+/** Removes every carrier an EnginePool resource (`namespace/name`) declared (the EnginePool is gone). */
 export async function removeAllEngineCarriers(db: Queryable, engine: string): Promise<void> {
   await db.query('DELETE FROM carriers WHERE engine = $1', [engine]);
 }

@@ -11,8 +11,8 @@
  * shape the admission webhook and the operator check with the same validator as the REST API.
  */
 import {
-  EngineSpec,
-  EngineStatus,
+  EnginePoolSpec,
+  EnginePoolStatus,
   QueueSpec,
   ReconciledStatus,
   RoutingPlanSpec,
@@ -217,11 +217,11 @@ export const kinds: readonly KindDefinition[] = [
     ],
   },
   {
-    kind: 'Engine',
-    plural: 'engines',
+    kind: 'EnginePool',
+    plural: 'enginepools',
     shortNames: ['sbe'],
-    spec: EngineSpec as unknown as Json,
-    status: EngineStatus as unknown as Json,
+    spec: EnginePoolSpec as unknown as Json,
+    status: EnginePoolStatus as unknown as Json,
     specRules: [
       {
         rule: '!has(self.rtpPortMin) || !has(self.rtpPortMax) || self.rtpPortMin <= self.rtpPortMax',

@@ -151,7 +151,7 @@ const ResourceList = Type.Object(
   { additionalProperties: false },
 );
 
-export const EngineCarrier = Type.Object(
+export const EnginePoolCarrier = Type.Object(
   {
     name: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$', description: 'The carrier’s name' }),
     address: Type.String({ minLength: 1, maxLength: 253, description: 'A host, an IP address or a CIDR range' }),
@@ -173,7 +173,7 @@ export const EngineCarrier = Type.Object(
   { additionalProperties: false },
 );
 
-export const EngineSpec = Type.Object(
+export const EnginePoolSpec = Type.Object(
   {
     replicas: Type.Integer({ minimum: 0, maximum: 100, description: 'Engine pods' }),
     image: Type.String({ minLength: 1, maxLength: 500, description: 'The switchboard container image' }),
@@ -189,11 +189,13 @@ export const EngineSpec = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    carriers: Type.Optional(Type.Array(EngineCarrier, { maxItems: 100, description: 'The SIP peers of this pool' })),
+    carriers: Type.Optional(
+      Type.Array(EnginePoolCarrier, { maxItems: 100, description: 'The SIP peers of this pool' }),
+    ),
   },
   { additionalProperties: false },
 );
-export type EngineSpec = Static<typeof EngineSpec>;
+export type EnginePoolSpec = Static<typeof EnginePoolSpec>;
 
 /** A status condition (Kubernetes' metav1.Condition). */
 export const Condition = Type.Object(
@@ -237,7 +239,7 @@ export const ReconciledStatus = Type.Object(
   { additionalProperties: false },
 );
 
-export const EngineStatus = Type.Object(
+export const EnginePoolStatus = Type.Object(
   {
     observedGeneration: Type.Optional(ObservedGeneration),
     readyReplicas: Type.Optional(Type.Integer({ minimum: 0 })),

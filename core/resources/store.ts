@@ -12,7 +12,7 @@ import type { Queryable } from '../database.ts';
 export const resourceGroup = 'switchboard.dev';
 export const resourceApiVersion = `${resourceGroup}/v1alpha1`;
 
-export type ResourceKind = 'RoutingPlan' | 'Queue' | 'WebhookEndpoint' | 'Engine';
+export type ResourceKind = 'RoutingPlan' | 'Queue' | 'WebhookEndpoint' | 'EnginePool';
 
 export interface ResourceMetadata {
   name: string;

@@ -6,7 +6,7 @@
  * - The templates are well formed Go templates (balanced actions and blocks) and, with each action replaced by a
  *   placeholder, well formed YAML whose objects are valid by Kubernetes' schemas (kubernetes-models); the RBAC is
  *   exactly the least privilege the operator and the API need, namespaced; the env names are core/config.ts's.
- * - The Engine the chart writes has exactly the fields of EngineSpec, and the engine values are a spec the Engine
+ * - The EnginePool the chart writes has exactly the fields of EnginePoolSpec, and the engine values are a spec the EnginePool
  *   CRD accepts (ajv, CEL rules).
  * - examples/ is a whole workspace: each resource accepted by its CRD and its CEL rules, the plan valid by the plan
  *   validator with the example's queue, the references (queue id, Secrets and keys) resolved within the folder.
@@ -26,7 +26,7 @@ import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parse, parseAllDocuments } from 'yaml';
 import { settings } from '../../core/config.ts';
-import { EngineSpec, QueueSpec, RoutingPlanSpec, WebhookEndpointSpec } from '../../core/resources/kinds.ts';
+import { EnginePoolSpec, QueueSpec, RoutingPlanSpec, WebhookEndpointSpec } from '../../core/resources/kinds.ts';
 import { referencesOf, validateDefinition, type WorkspaceFacts } from '../../core/routing/validate.ts';
 import { compileStrict } from '../../core/validation.ts';
 import { crdValidators, rulesOf } from '../helpers/crd-schema.ts';
@@ -115,13 +115,13 @@ const specValidators = new Map(
     RoutingPlan: RoutingPlanSpec,
     Queue: QueueSpec,
     WebhookEndpoint: WebhookEndpointSpec,
-    Engine: EngineSpec,
+    EnginePool: EnginePoolSpec,
   }).map(([kind, schema]) => [kind, compileStrict(schema)]),
 );
 const apiAccepts = (kind: string, spec: unknown) => specValidators.get(kind)?.(spec) === true;
 const engineResource = (spec: Json) => ({
   apiVersion: 'switchboard.dev/v1alpha1',
-  kind: 'Engine',
+  kind: 'EnginePool',
   metadata: { name: 'switchboard' },
   spec,
 });
@@ -440,7 +440,7 @@ test('the templates are YAML of valid Kubernetes objects, all standard-labelled,
     [...new Set(kinds)],
     [
       'Deployment',
-      'Engine',
+      'EnginePool',
       'PodDisruptionBudget',
       'Role',
       'RoleBinding',
@@ -489,7 +489,7 @@ function permissions(rules: unknown): Record<string, string> {
   }
   return Object.fromEntries(Object.entries(out).map(([key, verbs]) => [key, [...new Set(verbs)].sort().join(',')]));
 }
-const kindsOf = ['routingplans', 'queues', 'webhookendpoints', 'engines'];
+const kindsOf = ['routingplans', 'queues', 'webhookendpoints', 'enginepools'];
 const each = (names: string[], verbs: string) => Object.fromEntries(names.map((name) => [name, verbs]));
 
 test('RBAC: namespaced Roles of least privilege for the operator and the API, bound to their service accounts', (t) => {
@@ -510,7 +510,7 @@ test('RBAC: namespaced Roles of least privilege for the operator and the API, bo
       [
         ...kindsOf.map((kind) => `switchboard.dev/${kind}/status`),
         ...kindsOf.map((kind) => `switchboard.dev/${kind}/finalizers`),
-        'switchboard.dev/engines/scale',
+        'switchboard.dev/enginepools/scale',
       ],
       'get,patch,update',
     ),
@@ -802,16 +802,16 @@ test('the API serves /metrics on a port of its own (METRICS_PORT) behind a Clust
 });
 
 // ---------------------------------------------------------------------------------------------------------------
-// The Engine
+// The EnginePool
 
-const engineSpecKeys = Object.keys(EngineSpec.properties).sort();
+const engineSpecKeys = Object.keys(EnginePoolSpec.properties).sort();
 const engineValues = (source: Json): Json => {
   const { enabled: _, ...spec } = source.engine as Json;
   return spec;
 };
 
-test('the Engine template writes exactly EngineSpec’s fields, each from its engine value', (t) => {
-  const [engine] = ofKind('Engine');
+test('the EnginePool template writes exactly EnginePoolSpec’s fields, each from its engine value', (t) => {
+  const [engine] = ofKind('EnginePool');
   t.is(engine?.object.apiVersion, 'switchboard.dev/v1alpha1');
   t.deepEqual(Object.keys(engine?.object.spec as Json).sort(), engineSpecKeys);
   const text = template('engine.yaml');
@@ -834,13 +834,13 @@ test('the Engine template writes exactly EngineSpec’s fields, each from its en
   t.regex(text, /^\{\{- if and \.Values\.engine\.enabled /m);
 });
 
-test('the engine values are a spec the Engine CRD accepts, and the values schema refuses what the CRD refuses', (t) => {
-  t.deepEqual(customResourceProblems('Engine', engineResource(engineValues(values))), [], 'values.yaml');
-  t.true(apiAccepts('Engine', engineValues(values)), 'values.yaml, by the API’s schema');
+test('the engine values are a spec the EnginePool CRD accepts, and the values schema refuses what the CRD refuses', (t) => {
+  t.deepEqual(customResourceProblems('EnginePool', engineResource(engineValues(values))), [], 'values.yaml');
+  t.true(apiAccepts('EnginePool', engineValues(values)), 'values.yaml, by the API’s schema');
   for (const [file, override] of ciValues) {
     const merged = helmMerge(values, override as Json);
     if (at(merged, 'engine.enabled') !== true) continue;
-    t.deepEqual(customResourceProblems('Engine', engineResource(engineValues(merged))), [], file);
+    t.deepEqual(customResourceProblems('EnginePool', engineResource(engineValues(merged))), [], file);
   }
   // The engine pool runs the chart's image at the chart's version.
   t.is(at(values, 'engine.image'), `${String(at(values, 'image.repository'))}:${String(chart.appVersion)}`);
@@ -857,12 +857,15 @@ test('the engine values are a spec the Engine CRD accepts, and the values schema
   ];
   for (const [label, change] of wrong) {
     const spec = JSON.parse(JSON.stringify({ ...engineValues(values), ...change })) as Json;
-    t.notDeepEqual(customResourceProblems('Engine', engineResource(spec)), [], `the CRD refuses ${label}`);
+    t.notDeepEqual(customResourceProblems('EnginePool', engineResource(spec)), [], `the CRD refuses ${label}`);
     t.false(validateValues({ ...values, engine: { enabled: true, ...spec } }), `the values schema refuses ${label}`);
   }
   // The CRD's CEL rule holds the RTP range in order; the values schema cannot say it, the CRD refuses it.
   t.deepEqual(
-    customResourceProblems('Engine', engineResource({ ...engineValues(values), rtpPortMin: 30000, rtpPortMax: 20000 })),
+    customResourceProblems(
+      'EnginePool',
+      engineResource({ ...engineValues(values), rtpPortMin: 30000, rtpPortMax: 20000 }),
+    ),
     ['spec.rtpPortMin must not be above spec.rtpPortMax'],
   );
 });
@@ -879,13 +882,13 @@ function secretValue(secret: Json | undefined, key: string): string | undefined 
   const encoded = (at(secret, 'data') as Json | undefined)?.[key];
   return typeof encoded === 'string' ? Buffer.from(encoded, 'base64').toString('utf8') : undefined;
 }
-const customKinds = ['Queue', 'WebhookEndpoint', 'RoutingPlan', 'Engine'];
+const customKinds = ['Queue', 'WebhookEndpoint', 'RoutingPlan', 'EnginePool'];
 
 test('examples/: every document parses; a whole workspace in one namespace, with a README', async (t) => {
   t.deepEqual(exampleErrors, []);
   t.true(exampleFiles.length >= 2);
   t.deepEqual(exampleDocs.map((doc) => doc.object.kind).sort(), [
-    'Engine',
+    'EnginePool',
     'Queue',
     'RoutingPlan',
     'Secret',
@@ -977,7 +980,7 @@ test('examples/: the Secrets are valid v1 Secrets holding what the resources nam
     /^whsec_[A-Za-z0-9_-]{43}$/,
     'a signing secret at its key',
   );
-  for (const carrier of at(examples('Engine')[0], 'spec.carriers') as Json[]) {
+  for (const carrier of at(examples('EnginePool')[0], 'spec.carriers') as Json[]) {
     const ref = at(carrier, 'credentialsSecretRef.name');
     if (ref === undefined) continue;
     const credentials = exampleSecret(ref);

@@ -60,7 +60,7 @@ const specs: Record<string, Json> = {
     enabled: true,
     secretRef: { name: 'switchboard-webhook', key: 'secret' },
   },
-  Engine: {
+  EnginePool: {
     replicas: 2,
     image: 'ghcr.io/example/switchboard:0.1.0',
     sipPort: 5060,
@@ -96,7 +96,7 @@ test('crds/ holds exactly what npm run crds writes', async (t) => {
       'routingplans.switchboard.dev',
       'queues.switchboard.dev',
       'webhookendpoints.switchboard.dev',
-      'engines.switchboard.dev',
+      'enginepools.switchboard.dev',
     ],
   );
 });
@@ -149,8 +149,8 @@ test('a whole workspace’s specs are accepted; wrong ones are refused by the CR
   t.false(accepts('Queue', { ...specs.Queue, strategy: 'random' }).ok, 'an unknown strategy');
   t.false(accepts('Queue', { ...specs.Queue, workspaceId: 'not-a-uuid' }).ok, 'a workspace that is not a UUID');
   t.false(accepts('WebhookEndpoint', { ...specs.WebhookEndpoint, eventTypes: ['call.exploded'] }).ok);
-  t.false(accepts('Engine', { ...specs.Engine, replicas: -1 }).ok);
-  t.false(accepts('Engine', { ...specs.Engine, resources: { requests: { cpu: 'lots' } } }).ok);
+  t.false(accepts('EnginePool', { ...specs.EnginePool, replicas: -1 }).ok);
+  t.false(accepts('EnginePool', { ...specs.EnginePool, resources: { requests: { cpu: 'lots' } } }).ok);
   t.false(accepts('RoutingPlan', { ...specs.RoutingPlan, definition: { steps: {} } }).ok, 'a definition without entry');
   // Steps keep their fields (a union Kubernetes cannot describe): their shape is the validator's to check.
   const steps = (specs.RoutingPlan?.definition as Json).steps as Json;
@@ -183,7 +183,7 @@ test('CEL rules: ids, application and workspace never change; https URLs; RTP ra
   t.deepEqual(holds('WebhookEndpoint', { ...specs.WebhookEndpoint, url: 'http://hooks.example.com/' }), [
     'spec.url must be an https URL',
   ]);
-  t.deepEqual(holds('Engine', { ...specs.Engine, rtpPortMin: 30000, rtpPortMax: 20000 }), [
+  t.deepEqual(holds('EnginePool', { ...specs.EnginePool, rtpPortMin: 30000, rtpPortMax: 20000 }), [
     'spec.rtpPortMin must not be above spec.rtpPortMax',
   ]);
 });

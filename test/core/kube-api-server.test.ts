@@ -59,7 +59,7 @@ async function start(t: ExecutionContext, options: Parameters<typeof startKubeAp
 }
 
 const engine = (name: string, spec: Json = engineSpec, metadata: Json = {}) =>
-  ({ apiVersion, kind: 'Engine', metadata: { name, ...metadata }, spec }) as KubernetesObject & { spec: Json };
+  ({ apiVersion, kind: 'EnginePool', metadata: { name, ...metadata }, spec }) as KubernetesObject & { spec: Json };
 const address = (plural: string) => ({ group, version, namespace, plural });
 
 /** The ApiException a call is refused with: its code and the Status it carries (the client leaves the body text). */
@@ -102,7 +102,7 @@ async function watch(config: KubeConfig, path: string, query: Record<string, str
   return { events, until, done, stop: () => controller.abort() };
 }
 
-const enginesPath = `/apis/${apiVersion}/namespaces/${namespace}/engines`;
+const enginesPath = `/apis/${apiVersion}/namespaces/${namespace}/enginepools`;
 
 test('discovery names each kind’s plural; create, get and list through KubernetesObjectApi', async (t) => {
   const { server, objects, core } = await start(t);
@@ -114,7 +114,7 @@ test('discovery names each kind’s plural; create, get and list through Kuberne
   t.true(created.metadata?.creationTimestamp instanceof Date, 'the client parses the RFC 3339 timestamp');
   t.true(server.requests.some((request) => request.method === 'GET' && request.path === `/apis/${apiVersion}`));
 
-  const read = await objects.read({ apiVersion, kind: 'Engine', metadata: { name: 'pool-a', namespace } });
+  const read = await objects.read({ apiVersion, kind: 'EnginePool', metadata: { name: 'pool-a', namespace } });
   t.deepEqual((read as unknown as Json).spec, engineSpec);
 
   const generated = await core.createNamespacedConfigMap({
@@ -139,11 +139,14 @@ test('discovery names each kind’s plural; create, get and list through Kuberne
   const duplicate = await refusal(t, objects.create(engine('pool-a')));
   t.is(duplicate.code, 409);
   t.is(duplicate.status.reason, 'AlreadyExists');
-  t.is(duplicate.status.message, 'engines.switchboard.dev "pool-a" already exists');
-  const missing = await refusal(t, objects.read({ apiVersion, kind: 'Engine', metadata: { name: 'nope', namespace } }));
+  t.is(duplicate.status.message, 'enginepools.switchboard.dev "pool-a" already exists');
+  const missing = await refusal(
+    t,
+    objects.read({ apiVersion, kind: 'EnginePool', metadata: { name: 'nope', namespace } }),
+  );
   t.is(missing.code, 404);
-  t.is(missing.status.message, 'engines.switchboard.dev "nope" not found');
-  t.deepEqual(missing.status.details, { name: 'nope', group, kind: 'engines' });
+  t.is(missing.status.message, 'enginepools.switchboard.dev "nope" not found');
+  t.deepEqual(missing.status.details, { name: 'nope', group, kind: 'enginepools' });
 });
 
 test('a replace with a stale resourceVersion is a 409 Conflict; a custom resource must name one', async (t) => {
@@ -300,7 +303,7 @@ test('server-side apply: creates, owns fields per manager, drops what a manager 
   const unmanaged = await refusal(
     t,
     custom.patchNamespacedCustomObject(
-      { ...address('engines'), name: 'pool-a', body: engine('pool-a') },
+      { ...address('enginepools'), name: 'pool-a', body: engine('pool-a') },
       setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
     ),
   );
@@ -309,7 +312,7 @@ test('server-side apply: creates, owns fields per manager, drops what a manager 
   const forcedMerge = await refusal(
     t,
     custom.patchNamespacedCustomObject(
-      { ...address('engines'), name: 'pool-a', body: { spec: { replicas: 1 } }, force: true },
+      { ...address('enginepools'), name: 'pool-a', body: { spec: { replicas: 1 } }, force: true },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     ),
   );
@@ -319,13 +322,13 @@ test('server-side apply: creates, owns fields per manager, drops what a manager 
 test('the status subresource: spec writes ignore status, status writes ignore the rest; generation follows the spec', async (t) => {
   const { custom } = await start(t);
   const created = await custom.createNamespacedCustomObject({
-    ...address('engines'),
+    ...address('enginepools'),
     body: { ...engine('pool-a'), status: { readyReplicas: 9 } },
   });
   t.is(created.status, undefined, 'status is dropped on create');
 
   const statusWrite = await custom.patchNamespacedCustomObjectStatus(
-    { ...address('engines'), name: 'pool-a', body: { spec: { replicas: 7 }, status: { readyReplicas: 1 } } },
+    { ...address('enginepools'), name: 'pool-a', body: { spec: { replicas: 7 }, status: { readyReplicas: 1 } } },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
   t.deepEqual(statusWrite.status, { readyReplicas: 1 });
@@ -333,7 +336,7 @@ test('the status subresource: spec writes ignore status, status writes ignore th
   t.is(statusWrite.metadata.generation, 1, 'a status write leaves generation');
 
   const specWrite = await custom.replaceNamespacedCustomObject({
-    ...address('engines'),
+    ...address('enginepools'),
     name: 'pool-a',
     body: { ...statusWrite, spec: { ...engineSpec, replicas: 3 }, status: { readyReplicas: 3 } },
   });
@@ -342,14 +345,14 @@ test('the status subresource: spec writes ignore status, status writes ignore th
   t.is(specWrite.metadata.generation, 2);
 
   const labelsOnly = await custom.patchNamespacedCustomObject(
-    { ...address('engines'), name: 'pool-a', body: { metadata: { labels: { a: 'b' } } } },
+    { ...address('enginepools'), name: 'pool-a', body: { metadata: { labels: { a: 'b' } } } },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
   t.is(labelsOnly.metadata.generation, 2, 'metadata is not the spec');
   t.not(labelsOnly.metadata.resourceVersion, specWrite.metadata.resourceVersion);
 
   const statusPut = await custom.replaceNamespacedCustomObjectStatus({
-    ...address('engines'),
+    ...address('enginepools'),
     name: 'pool-a',
     body: { ...labelsOnly, status: { readyReplicas: 2, observedGeneration: 2 } },
   });
@@ -357,7 +360,7 @@ test('the status subresource: spec writes ignore status, status writes ignore th
   const stale = await refusal(
     t,
     custom.replaceNamespacedCustomObjectStatus({
-      ...address('engines'),
+      ...address('enginepools'),
       name: 'pool-a',
       body: { ...labelsOnly, status: { readyReplicas: 0 } },
     }),
@@ -368,31 +371,35 @@ test('the status subresource: spec writes ignore status, status writes ignore th
 test('finalizers hold a deletion until they are released; none can be added meanwhile', async (t) => {
   const { custom, config } = await start(t);
   await custom.createNamespacedCustomObject({
-    ...address('engines'),
+    ...address('enginepools'),
     body: engine('pool-a', engineSpec, { finalizers: ['switchboard.dev/cleanup'] }),
   });
-  const listed = await custom.listNamespacedCustomObject(address('engines'));
+  const listed = await custom.listNamespacedCustomObject(address('enginepools'));
   const watching = await watch(config, enginesPath, { resourceVersion: listed.metadata.resourceVersion });
   t.teardown(watching.stop);
 
-  const marked = await custom.deleteNamespacedCustomObject({ ...address('engines'), name: 'pool-a' });
+  const marked = await custom.deleteNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' });
   t.regex(marked.metadata.deletionTimestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   t.is(marked.metadata.deletionGracePeriodSeconds, 0);
   t.is(marked.metadata.generation, 2);
-  const again = await custom.getNamespacedCustomObject({ ...address('engines'), name: 'pool-a' });
+  const again = await custom.getNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' });
   t.is(again.metadata.deletionTimestamp, marked.metadata.deletionTimestamp);
 
   const adding = await refusal(
     t,
     custom.patchNamespacedCustomObject(
-      { ...address('engines'), name: 'pool-a', body: { metadata: { finalizers: ['switchboard.dev/cleanup', 'x/y'] } } },
+      {
+        ...address('enginepools'),
+        name: 'pool-a',
+        body: { metadata: { finalizers: ['switchboard.dev/cleanup', 'x/y'] } },
+      },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     ),
   );
   t.is(adding.code, 422);
 
   const released = await custom.patchNamespacedCustomObject(
-    { ...address('engines'), name: 'pool-a', body: { metadata: { finalizers: [] } } },
+    { ...address('enginepools'), name: 'pool-a', body: { metadata: { finalizers: [] } } },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
   t.truthy(released.metadata.deletionTimestamp, 'the answer is the final state');
@@ -402,16 +409,16 @@ test('finalizers hold a deletion until they are released; none can be added mean
     ['MODIFIED', 'DELETED'],
   );
   t.is(deleted.object.metadata?.resourceVersion, released.metadata.resourceVersion);
-  t.is((await refusal(t, custom.getNamespacedCustomObject({ ...address('engines'), name: 'pool-a' }))).code, 404);
+  t.is((await refusal(t, custom.getNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' }))).code, 404);
 });
 
 test('owner references: dependents go with their owner (Background, Foreground), or stay without it (Orphan)', async (t) => {
   const { server, custom, core, config } = await start(t);
   const apps = config.makeApiClient(AppsV1Api);
   const makePool = async (name: string, childFinalizers: string[] = []) => {
-    const owner = await custom.createNamespacedCustomObject({ ...address('engines'), body: engine(name) });
+    const owner = await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine(name) });
     const ownerReferences = [
-      { apiVersion, kind: 'Engine', name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true },
+      { apiVersion, kind: 'EnginePool', name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true },
     ];
     await apps.createNamespacedDeployment({
       namespace,
@@ -431,25 +438,29 @@ test('owner references: dependents go with their owner (Background, Foreground),
   const names = (plural: string) => server.objects(plural, namespace).map((object) => object.metadata.name);
 
   await makePool('pool-a');
-  await custom.deleteNamespacedCustomObject({ ...address('engines'), name: 'pool-a', propagationPolicy: 'Background' });
+  await custom.deleteNamespacedCustomObject({
+    ...address('enginepools'),
+    name: 'pool-a',
+    propagationPolicy: 'Background',
+  });
   t.deepEqual(names('deployments'), []);
   t.deepEqual(names('configmaps'), []);
 
   await makePool('pool-b');
-  await custom.deleteNamespacedCustomObject({ ...address('engines'), name: 'pool-b', propagationPolicy: 'Orphan' });
+  await custom.deleteNamespacedCustomObject({ ...address('enginepools'), name: 'pool-b', propagationPolicy: 'Orphan' });
   t.deepEqual(names('deployments'), ['pool-b-engine']);
   t.is(server.objects('configmaps', namespace)[0]?.metadata.ownerReferences, undefined, 'orphans lose the reference');
 
   // Foreground: the owner waits (foregroundDeletion) for a dependent its own finalizer holds.
   await makePool('pool-c', ['example.com/hold']);
   const waiting = await custom.deleteNamespacedCustomObject({
-    ...address('engines'),
+    ...address('enginepools'),
     name: 'pool-c',
     propagationPolicy: 'Foreground',
   });
   t.deepEqual(waiting.metadata.finalizers, ['foregroundDeletion']);
   t.deepEqual(names('configmaps'), ['pool-b-engine']);
-  t.deepEqual(names('engines'), ['pool-c']);
+  t.deepEqual(names('enginepools'), ['pool-c']);
   const held = await apps.readNamespacedDeployment({ name: 'pool-c-engine', namespace });
   t.truthy(held.metadata?.deletionTimestamp);
   await apps.patchNamespacedDeployment(
@@ -457,7 +468,7 @@ test('owner references: dependents go with their owner (Background, Foreground),
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
   t.deepEqual(names('deployments'), ['pool-b-engine']);
-  t.deepEqual(names('engines'), []);
+  t.deepEqual(names('enginepools'), []);
 });
 
 test('custom resources are held to their CRD: the schema (422 with causes), CEL rules, unknown fields pruned', async (t) => {
@@ -465,19 +476,19 @@ test('custom resources are held to their CRD: the schema (422 with causes), CEL 
   const bad = await refusal(
     t,
     custom.createNamespacedCustomObject({
-      ...address('engines'),
+      ...address('enginepools'),
       body: engine('pool-a', { ...engineSpec, replicas: -1, hostNetwork: 'yes' }),
     }),
   );
   t.is(bad.code, 422);
   t.is(bad.status.reason, 'Invalid');
   const details = bad.status.details as { kind: string; causes: Array<{ field: string; reason: string }> };
-  t.is(details.kind, 'Engine');
+  t.is(details.kind, 'EnginePool');
   t.deepEqual(details.causes.map((cause) => [cause.field, cause.reason]).sort(), [
     ['spec.hostNetwork', 'FieldValueTypeInvalid'],
     ['spec.replicas', 'FieldValueInvalid'],
   ]);
-  t.regex(bad.status.message as string, /^Engine\.switchboard\.dev "pool-a" is invalid: \[/);
+  t.regex(bad.status.message as string, /^EnginePool\.switchboard\.dev "pool-a" is invalid: \[/);
 
   const missing = await refusal(
     t,
@@ -493,14 +504,14 @@ test('custom resources are held to their CRD: the schema (422 with causes), CEL 
   const rule = await refusal(
     t,
     custom.createNamespacedCustomObject({
-      ...address('engines'),
+      ...address('enginepools'),
       body: engine('pool-b', { ...engineSpec, rtpPortMin: 30000, rtpPortMax: 20000 }),
     }),
   );
   t.is(rule.code, 422);
   t.is(
     rule.status.message,
-    'Engine.switchboard.dev "pool-b" is invalid: spec: Invalid value: "object": spec.rtpPortMin must not be above spec.rtpPortMax',
+    'EnginePool.switchboard.dev "pool-b" is invalid: spec: Invalid value: "object": spec.rtpPortMin must not be above spec.rtpPortMax',
   );
 
   // A transition rule: the workspace of a queue never changes.
@@ -516,7 +527,7 @@ test('custom resources are held to their CRD: the schema (422 with causes), CEL 
   t.regex(moved.status.message as string, /spec\.workspaceId cannot change/);
 
   const pruned = await custom.createNamespacedCustomObject({
-    ...address('engines'),
+    ...address('enginepools'),
     body: { ...engine('pool-c', { ...engineSpec, surprise: true }), extra: 1 },
   });
   t.deepEqual(pruned.spec, engineSpec);
@@ -525,16 +536,16 @@ test('custom resources are held to their CRD: the schema (422 with causes), CEL 
 
 test('a watch from a list’s resourceVersion gets every change after it, in order; from 0 the current objects', async (t) => {
   const { custom, config } = await start(t);
-  await custom.createNamespacedCustomObject({ ...address('engines'), body: engine('before') });
-  const listed = await custom.listNamespacedCustomObject(address('engines'));
-  const created = await custom.createNamespacedCustomObject({ ...address('engines'), body: engine('pool-a') });
+  await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine('before') });
+  const listed = await custom.listNamespacedCustomObject(address('enginepools'));
+  const created = await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine('pool-a') });
   const watching = await watch(config, enginesPath, { resourceVersion: listed.metadata.resourceVersion });
   t.teardown(watching.stop);
   await custom.patchNamespacedCustomObject(
-    { ...address('engines'), name: 'pool-a', body: { spec: { replicas: 4 } } },
+    { ...address('enginepools'), name: 'pool-a', body: { spec: { replicas: 4 } } },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
-  await custom.deleteNamespacedCustomObject({ ...address('engines'), name: 'pool-a' });
+  await custom.deleteNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' });
   await watching.until((event) => event.type === 'DELETED');
   t.deepEqual(
     watching.events.map((event) => [event.type, event.object.metadata?.name]),
@@ -565,7 +576,7 @@ test('a watch from a list’s resourceVersion gets every change after it, in ord
   t.teardown(selected.stop);
   const label = (value: string | null) =>
     custom.patchNamespacedCustomObject(
-      { ...address('engines'), name: 'before', body: { metadata: { labels: { pool: value } } } },
+      { ...address('enginepools'), name: 'before', body: { metadata: { labels: { pool: value } } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
   await label('blue');
@@ -590,7 +601,11 @@ test('bookmarks carry the current resourceVersion; timeoutSeconds ends the strea
   const bookmark = await watching.until(
     (event) => event.type === 'BOOKMARK' && event.object.metadata?.resourceVersion === server.resourceVersion(),
   );
-  t.deepEqual(bookmark.object, { kind: 'Engine', apiVersion, metadata: { resourceVersion: server.resourceVersion() } });
+  t.deepEqual(bookmark.object, {
+    kind: 'EnginePool',
+    apiVersion,
+    metadata: { resourceVersion: server.resourceVersion() },
+  });
   t.is(server.openWatches(), 1);
 
   const timed = await watch(config, enginesPath, { timeoutSeconds: 1 });
@@ -600,7 +615,7 @@ test('bookmarks carry the current resourceVersion; timeoutSeconds ends the strea
 
 test('410: after expireHistory a watch gets an ERROR event with the Expired Status, then done(null)', async (t) => {
   const { server, custom, config } = await start(t);
-  const listed = await custom.listNamespacedCustomObject(address('engines'));
+  const listed = await custom.listNamespacedCustomObject(address('enginepools'));
   server.faults.expireHistory();
   const watching = await watch(config, enginesPath, { resourceVersion: listed.metadata.resourceVersion });
   t.is(await watching.done, null, 'client-node ends the watch without an error');
@@ -619,13 +634,13 @@ test('410: after expireHistory a watch gets an ERROR event with the Expired Stat
     },
   ]);
   // A list gives a fresh resourceVersion to watch from.
-  const relisted = await custom.listNamespacedCustomObject(address('engines'));
+  const relisted = await custom.listNamespacedCustomObject(address('enginepools'));
   const fresh = await watch(config, enginesPath, { resourceVersion: relisted.metadata.resourceVersion });
   t.teardown(fresh.stop);
-  await custom.createNamespacedCustomObject({ ...address('engines'), body: engine('pool-a') });
+  await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine('pool-a') });
   await fresh.until((event) => event.type === 'ADDED');
 
-  server.faults.goneOnNextWatch('engines');
+  server.faults.goneOnNextWatch('enginepools');
   const gone = await watch(config, enginesPath, { resourceVersion: server.resourceVersion() });
   await gone.done;
   t.is((gone.events[0]?.object as Json).code, 410);
@@ -634,11 +649,11 @@ test('410: after expireHistory a watch gets an ERROR event with the Expired Stat
 test('cutWatches destroys the stream mid-way: the client’s done gets a premature-close error', async (t) => {
   const { server, custom, config } = await start(t);
   const watching = await watch(config, enginesPath, { resourceVersion: server.resourceVersion() });
-  await custom.createNamespacedCustomObject({ ...address('engines'), body: engine('pool-a') });
+  await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine('pool-a') });
   await watching.until((event) => event.type === 'ADDED');
   t.is(server.faults.cutWatches('queues'), 0);
   t.is(
-    server.faults.cutWatches((open) => open.plural === 'engines' && open.namespace === namespace),
+    server.faults.cutWatches((open) => open.plural === 'enginepools' && open.namespace === namespace),
     1,
   );
   const error = (await watching.done) as Error & { code?: string };
@@ -650,12 +665,12 @@ test('cutWatches destroys the stream mid-way: the client’s done gets a prematu
 
 test('conflictOnNextWrite and failNext refuse requests whose data was fine', async (t) => {
   const { server, custom } = await start(t);
-  const created = await custom.createNamespacedCustomObject({ ...address('engines'), body: engine('pool-a') });
-  server.faults.conflictOnNextWrite('engines', 'pool-a');
+  const created = await custom.createNamespacedCustomObject({ ...address('enginepools'), body: engine('pool-a') });
+  server.faults.conflictOnNextWrite('enginepools', 'pool-a');
   const patch = () =>
     custom.patchNamespacedCustomObjectStatus(
       {
-        ...address('engines'),
+        ...address('enginepools'),
         name: 'pool-a',
         body: [
           { op: 'replace', path: '/metadata/resourceVersion', value: created.metadata.resourceVersion },
@@ -667,12 +682,12 @@ test('conflictOnNextWrite and failNext refuse requests whose data was fine', asy
   t.is((await refusal(t, patch())).code, 409);
   t.deepEqual((await patch()).status, { readyReplicas: 1 });
 
-  server.faults.failNext(1, { status: 503, pathIncludes: '/engines/pool-a' });
-  await custom.listNamespacedCustomObject(address('engines'));
-  const failed = await refusal(t, custom.getNamespacedCustomObject({ ...address('engines'), name: 'pool-a' }));
+  server.faults.failNext(1, { status: 503, pathIncludes: '/enginepools/pool-a' });
+  await custom.listNamespacedCustomObject(address('enginepools'));
+  const failed = await refusal(t, custom.getNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' }));
   t.is(failed.code, 503);
   t.is(failed.status.kind, 'Status');
-  await custom.getNamespacedCustomObject({ ...address('engines'), name: 'pool-a' });
+  await custom.getNamespacedCustomObject({ ...address('enginepools'), name: 'pool-a' });
 
   server.faults.failNext(1);
   const error = await t.throwsAsync(

@@ -215,7 +215,7 @@ test('apply creates a resource that get and list return, sorted by name with a l
   t.is(typeof listed.resourceVersion, 'string');
   t.not(listed.resourceVersion, '');
 
-  const empty = await store.list('Engine', ns);
+  const empty = await store.list('EnginePool', ns);
   t.deepEqual(empty.items, []);
   t.is(typeof empty.resourceVersion, 'string');
   t.not(empty.resourceVersion, '', 'an empty list has a resourceVersion to watch from too');
@@ -408,7 +408,7 @@ test('applying a deleted name again creates a fresh resource', async (t) => {
     const name = finalizer === undefined ? 'plain' : 'finalized';
     const old = await store.apply(
       {
-        kind: 'Engine',
+        kind: 'EnginePool',
         namespace: ns,
         name,
         spec: { v: 1 },
@@ -417,13 +417,13 @@ test('applying a deleted name again creates a fresh resource', async (t) => {
       },
       writer,
     );
-    await store.apply({ kind: 'Engine', namespace: ns, name, spec: { v: 2 } }, writer);
-    await store.updateStatus('Engine', ns, name, { phase: 'Running' }, writer);
-    await store.delete('Engine', ns, name, writer);
-    if (finalizer !== undefined) await store.setFinalizers('Engine', ns, name, [], writer);
-    t.is(await store.get('Engine', ns, name), undefined, `${name}: deleted`);
+    await store.apply({ kind: 'EnginePool', namespace: ns, name, spec: { v: 2 } }, writer);
+    await store.updateStatus('EnginePool', ns, name, { phase: 'Running' }, writer);
+    await store.delete('EnginePool', ns, name, writer);
+    if (finalizer !== undefined) await store.setFinalizers('EnginePool', ns, name, [], writer);
+    t.is(await store.get('EnginePool', ns, name), undefined, `${name}: deleted`);
 
-    const fresh = await store.apply({ kind: 'Engine', namespace: ns, name, spec: { v: 2 } }, writer);
+    const fresh = await store.apply({ kind: 'EnginePool', namespace: ns, name, spec: { v: 2 } }, writer);
     t.regex(fresh.metadata.uid, uuidRegex);
     t.not(fresh.metadata.uid, old.metadata.uid, `${name}: a new uid`);
     t.is(fresh.metadata.generation, 1, `${name}: generation 1`);
@@ -435,9 +435,9 @@ test('applying a deleted name again creates a fresh resource', async (t) => {
       Date.parse(fresh.metadata.creationTimestamp) >= Date.parse(old.metadata.creationTimestamp),
       `${name}: created again`,
     );
-    t.deepEqual(await store.get('Engine', ns, name), fresh);
+    t.deepEqual(await store.get('EnginePool', ns, name), fresh);
   }
-  t.deepEqual(names((await store.list('Engine', ns)).items), ['finalized', 'plain']);
+  t.deepEqual(names((await store.list('EnginePool', ns)).items), ['finalized', 'plain']);
 });
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ export interface KubeApiServer {
   readonly requests: RecordedRequest[];
   /** The stored object at an API path (`/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}`), a copy. */
   object<T = KubeObject>(apiPath: string): T | undefined;
-  /** The stored objects of a plural (`engines`, or `events.events.k8s.io` to name the group), copies. */
+  /** The stored objects of a plural (`enginepools`, or `events.events.k8s.io` to name the group), copies. */
   objects<T = KubeObject>(plural: string, namespace?: string): T[];
   /**
    * Writes an object's status as its controller would (the Deployment controller reporting ready pods): through the

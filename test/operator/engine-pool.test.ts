@@ -1,6 +1,6 @@
 /**
- * The children of an `Engine` resource (operator/engine-pool.ts, docs/kubernetes.md): valid objects by Kubernetes'
- * own schemas (kubernetes-models) with no field Kubernetes does not know (the client's type map), owned by the Engine
+ * The children of an `EnginePool` resource (operator/engine-pool.ts, docs/kubernetes.md): valid objects by Kubernetes'
+ * own schemas (kubernetes-models) with no field Kubernetes does not know (the client's type map), owned by the EnginePool
  * and labelled as its pool, with config.ts's defaults where the spec is silent, the same for the same input, rolling
  * the pods when their settings change, and shaped for the host network or a load balancer.
  *
@@ -24,7 +24,7 @@ import { Service } from 'kubernetes-models/v1/Service';
 import { ConfigError, loadConfig, settings as configSettings } from '../../core/config.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
 import { startRoles } from '../../app/roles.ts';
-import type { EngineSpec } from '../../core/resources/kinds.ts';
+import type { EnginePoolSpec } from '../../core/resources/kinds.ts';
 import { engineDataDir, type EnginePoolSettings, enginePoolSettings } from '../../operator/engine-pod-settings.ts';
 import {
   configHashAnnotation,
@@ -46,10 +46,10 @@ type Json = Record<string, unknown>;
 
 const uid = '6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b';
 
-function engine(spec: Partial<EngineSpec> = {}, name = 'front-desk'): EngineResource {
+function engine(spec: Partial<EnginePoolSpec> = {}, name = 'front-desk'): EngineResource {
   return {
     apiVersion: 'switchboard.dev/v1alpha1',
-    kind: 'Engine',
+    kind: 'EnginePool',
     metadata: {
       name,
       namespace: 'telephony',
@@ -74,7 +74,7 @@ const fullSettings: EnginePoolSettings = {
   engineHttpPort: 9181,
   sipServiceAnnotations: { 'metallb.universe.tf/address-pool': 'sip' },
 };
-const fullSpec: Partial<EngineSpec> = {
+const fullSpec: Partial<EnginePoolSpec> = {
   replicas: 3,
   sipPort: 5080,
   rtpPortMin: 30000,
@@ -213,7 +213,7 @@ test('the checks refuse a child with a field of the wrong type or a field Kubern
   t.deepEqual(unknownFields(misspelled, 'V1Deployment', 'Deployment'), ['Deployment.spec.template.spec.hostnetwork']);
 });
 
-test('every child is owned by the Engine, in its namespace, with the pool labels; the selectors pick the pool’s pods', (t) => {
+test('every child is owned by the EnginePool, in its namespace, with the pool labels; the selectors pick the pool’s pods', (t) => {
   for (const pool of pools) {
     const children = enginePool(pool.engine, pool.settings);
     const deployment = children.find((child) => child.kind === 'Deployment') as k8s.V1Deployment;
@@ -230,7 +230,7 @@ test('every child is owned by the Engine, in its namespace, with the pool labels
         [
           {
             apiVersion: 'switchboard.dev/v1alpha1',
-            kind: 'Engine',
+            kind: 'EnginePool',
             name: 'front-desk',
             uid,
             controller: true,
@@ -484,7 +484,7 @@ test('an engine started with exactly its pod’s environment signs a delivery wi
   t.is(created.status, 201, created.text);
   const signingSecret = created.body.signingSecret as string;
 
-  // The operator of the cluster as the chart configures it, and a pod of the pool it runs, in the Engine's namespace.
+  // The operator of the cluster as the chart configures it, and a pod of the pool it runs, in the EnginePool's namespace.
   const operator = loadConfig({
     DATABASE_URL: api.databaseUrl,
     RESOURCE_STORE: 'kubernetes',
@@ -622,7 +622,7 @@ test('the PodDisruptionBudget lets one pod of the pool go at a time', (t) => {
   t.false('minAvailable' in (budget.spec ?? {}));
 });
 
-test('the same Engine gives the same children; only its name, namespace, uid and spec count', (t) => {
+test('the same EnginePool gives the same children; only its name, namespace, uid and spec count', (t) => {
   for (const pool of pools) {
     t.deepEqual(enginePool(pool.engine, pool.settings), enginePool(structuredClone(pool.engine), pool.settings));
     const rewritten = structuredClone(pool.engine);
@@ -635,7 +635,7 @@ test('the same Engine gives the same children; only its name, namespace, uid and
 });
 
 test('a change of the ConfigMap changes the pod template’s config hash; replicas and image do not', (t) => {
-  const hashOf = (spec: Partial<EngineSpec>, settings = plainSettings) =>
+  const hashOf = (spec: Partial<EnginePoolSpec>, settings = plainSettings) =>
     configHash(engineDeployment(engine(spec), settings));
   const base = hashOf({});
   t.regex(base ?? '', /^[0-9a-f]{64}$/);
@@ -712,7 +712,7 @@ test('off the host network: the pod’s address, surge allowed, SIP on UDP and T
   );
 });
 
-test('an Engine whose children could not be made is refused with the reason', (t) => {
+test('an EnginePool whose children could not be made is refused with the reason', (t) => {
   const refused = (pool: EngineResource, message: RegExp) => {
     t.throws(() => enginePool(pool, plainSettings), { instanceOf: EnginePoolError, message });
   };

@@ -6,7 +6,7 @@
  * API; an edited definition is a new version; an invalid plan is Valid=False and never published. Faults: a watch cut
  * mid-stream, 410 Gone, 409 on update, a second operator waiting for the Lease and taking it when the first steps
  * down. Engine pools: children applied with server-side apply and owner references, pruned, readiness from the
- * Deployment, carriers in PostgreSQL, all gone with the Engine; the pods' settings from the operator's configuration
+ * Deployment, carriers in PostgreSQL, all gone with the EnginePool; the pods' settings from the operator's configuration
  * (SWITCHBOARD_SECRET by the Secret it names), and an operator that could not give them refuses to start. Events for
  * condition changes.
  */
@@ -469,7 +469,7 @@ test.serial(
   },
 );
 
-test('an Engine: children applied with server-side apply and owner references, pruned, ready from its Deployment, carriers recorded, all gone with it', async (t) => {
+test('an EnginePool: children applied with server-side apply and owner references, pruned, ready from its Deployment, carriers recorded, all gone with it', async (t) => {
   const name = `pool-${randomUUID().slice(0, 6)}`;
   const carrier = `carrier-${name}`;
   await kubectlApply({
@@ -484,15 +484,15 @@ test('an Engine: children applied with server-side apply and owner references, p
     hostNetwork: false,
     carriers: [{ name: carrier, address: '198.51.100.7', credentialsSecretRef: { name: `${name}-sip` } }],
   };
-  await store.apply({ kind: 'Engine', namespace, name, spec: engineSpec }, { fieldManager: 'kubectl' });
-  const engine = await until('Engine', name, (r) => condition(r, 'Ready')?.reason === 'RollingOut', 'rolling out');
+  await store.apply({ kind: 'EnginePool', namespace, name, spec: engineSpec }, { fieldManager: 'kubectl' });
+  const engine = await until('EnginePool', name, (r) => condition(r, 'Ready')?.reason === 'RollingOut', 'rolling out');
   const deploymentPath = `/apis/apps/v1/namespaces/${namespace}/deployments/${name}-engine`;
   const deployment = kube.object(deploymentPath) as KubernetesObject & { spec: { replicas: number } };
   t.truthy(deployment, 'the Deployment is applied');
   t.is(deployment.spec.replicas, 2);
   t.deepEqual(
     deployment.metadata?.ownerReferences?.map((owner) => [owner.kind, owner.uid, owner.controller]),
-    [['Engine', engine.metadata.uid, true]],
+    [['EnginePool', engine.metadata.uid, true]],
   );
   t.true((deployment.metadata?.managedFields ?? []).some((entry) => entry.manager === 'switchboard-operator'));
   t.truthy(
@@ -518,15 +518,15 @@ test('an Engine: children applied with server-side apply and owner references, p
   );
   t.deepEqual(carriers.rows, [{ username: 'trunk-user', engine: `${namespace}/${name}` }]);
 
-  // The Deployment's controller reports its pods ready: the Engine is Ready (its controller watches the pools'
+  // The Deployment's controller reports its pods ready: the EnginePool is Ready (its controller watches the pools'
   // Deployments; without that it would look again only after 30 s, past this wait).
   kube.setStatus(deploymentPath, { observedGeneration: 1, replicas: 2, readyReplicas: 2 });
-  const ready = await until('Engine', name, (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
+  const ready = await until('EnginePool', name, (r) => condition(r, 'Ready')?.status === 'True', 'Ready');
   t.is(ready.status.readyReplicas, 2);
 
   // Onto the host network: the SIP Service is no longer wanted and goes.
   await store.apply(
-    { kind: 'Engine', namespace, name, spec: { ...engineSpec, hostNetwork: true, carriers: [] } },
+    { kind: 'EnginePool', namespace, name, spec: { ...engineSpec, hostNetwork: true, carriers: [] } },
     { fieldManager: 'kubectl' },
   );
   await untilTrue(
@@ -538,11 +538,11 @@ test('an Engine: children applied with server-side apply and owner references, p
     return left.rowCount === 0;
   });
 
-  // The Engine goes: its children with it (owner references), after its finalizer ran.
-  await store.delete('Engine', namespace, name, { fieldManager: 'kubectl' });
-  await untilTrue('the Deployment goes with its Engine', () => kube.object(deploymentPath) === undefined);
+  // The EnginePool goes: its children with it (owner references), after its finalizer ran.
+  await store.delete('EnginePool', namespace, name, { fieldManager: 'kubectl' });
+  await untilTrue('the Deployment goes with its EnginePool', () => kube.object(deploymentPath) === undefined);
   t.is(kube.object(`/api/v1/namespaces/${namespace}/configmaps/${name}-engine`), undefined);
-  t.is(await store.get('Engine', namespace, name), undefined);
+  t.is(await store.get('EnginePool', namespace, name), undefined);
 });
 
 test('an operator in a cluster with SWITCHBOARD_SECRET and no Secret naming it for its engine pods refuses to start', async (t) => {
