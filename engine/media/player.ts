@@ -25,21 +25,30 @@ export async function wait(ms: number, signal: AbortSignal | undefined): Promise
   }
 }
 
+/** What `pace` goes by: a monotonic clock in ms and a wait on it (the real ones; tests give their own). */
+export interface PaceTimer {
+  now(): number;
+  wait(ms: number, signal: AbortSignal | undefined): Promise<boolean>;
+}
+
+const realTimer: PaceTimer = { now: () => performance.now(), wait };
+
 export async function pace(
   count: number,
   send: (index: number) => void,
   signal?: AbortSignal,
   stepMs = frameMs,
+  timer: PaceTimer = realTimer,
 ): Promise<'done' | 'aborted'> {
-  let start = performance.now();
+  let start = timer.now();
   for (let index = 0; index < count; index += 1) {
-    const late = performance.now() - (start + index * stepMs);
-    if (late > maxLateSteps * stepMs) start = performance.now() - index * stepMs;
-    if (!(await wait(start + index * stepMs - performance.now(), signal))) return 'aborted';
+    const late = timer.now() - (start + index * stepMs);
+    if (late > maxLateSteps * stepMs) start = timer.now() - index * stepMs;
+    if (!(await timer.wait(start + index * stepMs - timer.now(), signal))) return 'aborted';
     if (signal?.aborted) return 'aborted';
     send(index);
   }
-  if (!(await wait(start + count * stepMs - performance.now(), signal))) return 'aborted';
+  if (!(await timer.wait(start + count * stepMs - timer.now(), signal))) return 'aborted';
   return 'done';
 }
 

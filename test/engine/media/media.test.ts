@@ -286,30 +286,28 @@ test('packets on the wire: RTP v2, the codec payload type, one SSRC, sequence +1
 // Playback
 
 // Serial: AVA runs serial tests first, alone, so the other tests' CPU work does not disturb the timing measured.
-test.serial('play() paces 20 ms frames: 50 frames take about a second, spaced about 20 ms apart', async (t) => {
-  const { a, b } = await pair(t);
-  const arrivals: number[] = [];
-  b.onAudio(() => arrivals.push(performance.now()));
-  const started = performance.now();
-  const result = await a.play(sine(1000, 50 * 160 - 40)); // the last frame is padded
-  const elapsed = performance.now() - started;
-  t.is(result, 'done');
-  await handled(b, 50);
-  t.is(arrivals.length, 50);
-  t.true(elapsed > 900 && elapsed < 1600, `play took ${elapsed.toFixed(0)} ms`);
-  const gaps = arrivals.slice(1).map((at, index) => at - (arrivals[index] as number));
-  const sorted = [...gaps].sort((x, y) => x - y);
-  const median = sorted[Math.floor(sorted.length / 2)] as number;
-  t.true(median > 15 && median < 25, `median spacing ${median.toFixed(1)} ms`);
-  const span = (arrivals.at(-1) as number) - (arrivals[0] as number);
-  t.true(span > 49 * 20 * 0.85 && span < 49 * 20 * 1.5, `49 gaps took ${span.toFixed(0)} ms`);
-  // Drift-free: most frames arrive within a few ms of their slot (index × 20 ms after a common origin, the median
-  // offset); a chain of 20 ms timers would fall further behind at every frame.
-  const offsets = arrivals.map((at, index) => at - index * 20).sort((x, y) => x - y);
-  const origin = offsets[Math.floor(offsets.length / 2)] as number;
-  const onTime = arrivals.filter((at, index) => Math.abs(at - index * 20 - origin) < 10).length;
-  t.true(onTime >= 40, `${onTime} of 50 frames within 10 ms of their slot`);
-});
+test.serial(
+  'play() sends its frames paced, never faster than they play: 50 frames take at least a second',
+  async (t) => {
+    // The schedule itself (slots, catching up, a stall) is tested on a timer of the test's in player.test.ts; here the
+    // frames cross a socket, on whatever machine runs the suite, so only what load cannot change is asserted.
+    const { a, b } = await pair(t);
+    const arrivals: number[] = [];
+    b.onAudio(() => arrivals.push(performance.now()));
+    const started = performance.now();
+    const result = await a.play(sine(1000, 50 * 160 - 40)); // the last frame is padded
+    const elapsed = performance.now() - started;
+    t.is(result, 'done');
+    await handled(b, 50);
+    t.is(arrivals.length, 50);
+    // 'done' one step after the last frame: 50 steps of 20 ms at the least (a timer may fire a millisecond early).
+    t.true(elapsed >= 995, `play took ${elapsed.toFixed(0)} ms`);
+    // Never ahead of the schedule: the last frame is sent 49 steps after the first, however busy the machine.
+    const last = (arrivals.at(-1) as number) - started;
+    t.true(last >= 49 * 20 - 5, `the last frame arrived ${last.toFixed(0)} ms after play began`);
+    t.log(`play took ${elapsed.toFixed(0)} ms; the last frame arrived after ${last.toFixed(0)} ms`);
+  },
+);
 
 test('play() stops on abort, on a newer play() and on close', async (t) => {
   const { a, b } = await pair(t);
