@@ -14,29 +14,19 @@ import { issueKey } from '../../core/identity/applications.ts';
 import { answerEntry, enterQueue, entryById, queueCallsEnded } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/queues/queues.ts';
-import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent, agentEvents } from '../helpers/contact-center.ts';
 import {
   type Answer,
   isError,
   liveCall,
-  startService,
-  type TestService,
   userToken,
   workspaceWithUser,
+  serviceForFile,
+  signingKeysForFile,
 } from '../helpers/service.ts';
 
-let service: TestService;
-let keys: SigningKeys;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-  keys = await loadSigningKeys(service.pool, undefined);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
+const keys = signingKeysForFile(test, service);
 
 const browser = { kind: 'browser' as const, name: null, clientId: null };
 

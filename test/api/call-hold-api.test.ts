@@ -6,59 +6,22 @@
  * the channel stands for the engine and hears what it would. API role only: no engine acts behind the tests' backs.
  */
 import { randomUUID } from 'node:crypto';
-import test, { type ExecutionContext } from 'ava';
-import pg from 'pg';
+import test from 'ava';
 import { addLeg, changeState, endCall } from '../../core/calls/calls.ts';
-import { parseCallCommand, pendingCallCommands } from '../../core/calls/commands.ts';
-import { callControlChannel } from '../../core/change-notices.ts';
+import { pendingCallCommands } from '../../core/calls/commands.ts';
 import {
   isError,
   liveCall,
-  startService,
-  type TestService,
   workspaceWithUser,
   connectedCall,
+  callControlListener,
+  callCommand,
+  serviceForFile,
 } from '../helpers/service.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-function hold(setup: Setup, callId: string, body: unknown, options: { auth?: string; idempotencyKey?: string } = {}) {
-  return service.request('POST', `/api/v1/calls/${callId}/hold`, {
-    auth: setup.apiKey,
-    workspaceId: setup.workspace.id,
-    body,
-    ...options,
-  });
-}
-
-/** Listens on the call control channel: `heard(count)` resolves with the first `count` commands for `callId`. */
-async function controlListener(t: ExecutionContext, callId: string) {
-  const heard: unknown[] = [];
-  let wake = () => {};
-  const client = new pg.Client({ connectionString: service.databaseUrl });
-  client.on('notification', (message) => {
-    const command = parseCallCommand(message.payload ?? '');
-    if (message.channel === callControlChannel && command?.callId === callId) heard.push(command);
-    wake();
-  });
-  await client.connect();
-  await client.query(`LISTEN ${callControlChannel}`);
-  t.teardown(() => client.end());
-  return async (count: number) => {
-    while (heard.length < count) await new Promise<void>((resolve) => (wake = resolve));
-    return heard.slice(0, count);
-  };
-}
+const hold = callCommand(service, 'hold');
 
 async function heldColumn(callId: string): Promise<boolean | null | undefined> {
   const result = await service.pool.query<{ hold_requested: boolean | null }>(
@@ -72,7 +35,7 @@ test('holdCall of a connected call: recorded, announced as a typed command, re-r
   const setup = await workspaceWithUser(service);
   const owner = `engine-${randomUUID()}`;
   const row = await connectedCall(service.pool, setup, owner);
-  const heard = await controlListener(t, row.id);
+  const { next: heard } = await callControlListener(t, service, row.id);
 
   const key = randomUUID();
   const held = await hold(setup, row.id, { hold: true }, { idempotencyKey: key });

@@ -7,73 +7,27 @@
  * written the way the engine writes them; a connection LISTENing on the channel stands for the engine.
  */
 import { randomUUID } from 'node:crypto';
-import test, { type ExecutionContext } from 'ava';
-import pg from 'pg';
+import test from 'ava';
 import { changeState, endCall } from '../../core/calls/calls.ts';
-import { parseCallCommand, pendingCallCommands, takeSuperviseRequest } from '../../core/calls/commands.ts';
-import { callControlChannel } from '../../core/change-notices.ts';
+import { pendingCallCommands, takeSuperviseRequest } from '../../core/calls/commands.ts';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import { issueKey } from '../../core/identity/applications.ts';
-import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent } from '../helpers/contact-center.ts';
 import {
   isError,
   liveCall,
-  startService,
-  type TestService,
   workspaceWithUser,
   connectedCall,
+  callControlListener,
+  callCommand,
+  serviceForFile,
+  signingKeysForFile,
 } from '../helpers/service.ts';
 
-let service: TestService;
-let keys: SigningKeys;
+const service = serviceForFile(test);
+const keys = signingKeysForFile(test, service);
 
-test.before(async () => {
-  service = await startService({}, ['api']);
-  keys = await loadSigningKeys(service.pool, undefined);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-function supervise(
-  setup: Setup,
-  callId: string,
-  body: unknown,
-  options: { auth?: string; idempotencyKey?: string } = {},
-) {
-  return service.request('POST', `/api/v1/calls/${callId}/supervise`, {
-    auth: setup.apiKey,
-    workspaceId: setup.workspace.id,
-    body,
-    ...options,
-  });
-}
-
-/** Listens on the call control channel: `heard()` is every command for `callId` so far, `next(count)` waits. */
-async function controlListener(t: ExecutionContext, callId: string) {
-  const heard: unknown[] = [];
-  let wake = () => {};
-  const client = new pg.Client({ connectionString: service.databaseUrl });
-  client.on('notification', (message) => {
-    const command = parseCallCommand(message.payload ?? '');
-    if (message.channel === callControlChannel && command?.callId === callId) heard.push(command);
-    wake();
-  });
-  await client.connect();
-  await client.query(`LISTEN ${callControlChannel}`);
-  t.teardown(() => client.end());
-  return {
-    heard,
-    next: async (count: number) => {
-      while (heard.length < count) await new Promise<void>((resolve) => (wake = resolve));
-      return heard.slice(0, count);
-    },
-  };
-}
+const supervise = callCommand(service, 'supervise');
 
 /** The ids of the member's devices. */
 async function devicesOfMember(memberId: string): Promise<string[]> {
@@ -95,7 +49,7 @@ test('superviseCall of a connected call: recorded per supervisor, announced, re-
   const row = await connectedCall(service.pool, setup, owner);
   const supervisor = await addAgent(service.pool, keys.tokens, setup, { scopes: ['calls:supervise'] });
   const second = await addAgent(service.pool, keys.tokens, setup);
-  const control = await controlListener(t, row.id);
+  const control = await callControlListener(t, service, row.id);
 
   const key = randomUUID();
   const listen = await supervise(
@@ -206,7 +160,7 @@ test('superviseCall refused: not connected, ended, unknown call or member, unrea
   const supervisor = await addAgent(service.pool, keys.tokens, setup);
   const body = { memberId: supervisor.id, mode: 'barge' };
   const routing = await liveCall(service.pool, setup, { engineOwner: owner });
-  const control = await controlListener(t, routing.id);
+  const control = await callControlListener(t, service, routing.id);
   await changeState(service.pool, routing.id, 'routing', { answered: true });
   isError(t, await supervise(setup, routing.id, body), 409, 'call_conflict', 'routing');
   await changeState(service.pool, routing.id, 'queued');

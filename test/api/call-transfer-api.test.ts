@@ -23,34 +23,18 @@ import { streamEvents } from '../helpers/queue-lines.ts';
 import {
   isError,
   liveCall,
-  startService,
-  type TestService,
   workspaceWithUser,
   connectedCall,
+  callCommand,
+  serviceForFile,
+  type WorkspaceSetup,
 } from '../helpers/service.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
+const transfer = callCommand(service, 'transfer');
 
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-function transfer(setup: Setup, callId: string, body: unknown, options: { auth?: string } = {}) {
-  return service.request('POST', `/api/v1/calls/${callId}/transfer`, {
-    auth: setup.apiKey,
-    workspaceId: setup.workspace.id,
-    body,
-    ...options,
-  });
-}
-
-async function member(setup: Setup): Promise<string> {
+async function member(setup: WorkspaceSetup): Promise<string> {
   const created = await createMember(service.pool, {
     workspaceId: setup.workspace.id as string,
     email: `m-${randomUUID()}@example.com`,

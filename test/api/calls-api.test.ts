@@ -21,24 +21,20 @@ import {
   startService,
   type TestService,
   workspaceWithUser,
+  serviceForFile,
+  type WorkspaceSetup,
 } from '../helpers/service.ts';
 
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
+const service = serviceForFile(test);
 
 let calls = 0;
 
 /** A call of the setup's workspace, written as the engine writes one (on the file's service unless told). */
-async function newCall(setup: Setup, input: Partial<NewCall> = {}, on: TestService = service): Promise<CallRow> {
+async function newCall(
+  setup: WorkspaceSetup,
+  input: Partial<NewCall> = {},
+  on: TestService = service,
+): Promise<CallRow> {
   calls += 1;
   return liveCall(on.pool, setup, { from: `+1415555${String(1000 + calls).slice(-4)}`, ...input });
 }
@@ -64,11 +60,11 @@ function expectedCall(row: CallRow) {
   };
 }
 
-function list(setup: Setup, query = '', auth: string = setup.apiKey) {
+function list(setup: WorkspaceSetup, query = '', auth: string = setup.apiKey) {
   return service.request('GET', `/api/v1/calls${query}`, { auth, workspaceId: setup.workspace.id });
 }
 
-function hangup(setup: Setup, callId: string, options: { idempotencyKey?: string; body?: unknown } = {}) {
+function hangup(setup: WorkspaceSetup, callId: string, options: { idempotencyKey?: string; body?: unknown } = {}) {
   return service.request('POST', `/api/v1/calls/${callId}/hangup`, {
     auth: setup.apiKey,
     workspaceId: setup.workspace.id,
@@ -76,7 +72,7 @@ function hangup(setup: Setup, callId: string, options: { idempotencyKey?: string
   });
 }
 
-async function userToken(t: ExecutionContext, setup: Setup, scopes: string[]): Promise<string> {
+async function userToken(t: ExecutionContext, setup: WorkspaceSetup, scopes: string[]): Promise<string> {
   const session = await service.request('POST', '/api/v1/sessions', {
     auth: setup.apiKey,
     body: { externalWorkspaceId: setup.workspace.externalWorkspaceId, externalUserId: 'alice', scopes },
@@ -86,7 +82,7 @@ async function userToken(t: ExecutionContext, setup: Setup, scopes: string[]): P
 }
 
 /** A claimed number of the workspace (calls reference phone_numbers). */
-async function claimedNumber(t: ExecutionContext, setup: Setup): Promise<string> {
+async function claimedNumber(t: ExecutionContext, setup: WorkspaceSetup): Promise<string> {
   const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
   await importNumbers(service.pool, 'acme', [e164], ['voice']);
   const claim = await service.request('POST', '/api/v1/numbers', {
@@ -127,7 +123,7 @@ async function fakeEngine(callIds: readonly string[]) {
 
 /** The application's `call.ended` events for a call, once there is one (the log serves what committed below the
  * oldest running transaction, so it may lag concurrent tests' transactions). */
-async function callEndedEvents(t: ExecutionContext, setup: Setup, callId: string) {
+async function callEndedEvents(t: ExecutionContext, setup: WorkspaceSetup, callId: string) {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const log = await service.request('GET', '/api/v1/events?type=call.ended&limit=500', { auth: setup.apiKey });

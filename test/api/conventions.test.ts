@@ -12,18 +12,11 @@ import pg from 'pg';
 import { purgeIdempotencyRecords } from '../../api/idempotency-upkeep.ts';
 import { issueKey, resetLegacySecret } from '../../core/identity/applications.ts';
 import { allScopes } from '../../core/scopes.ts';
-import { type Answer, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { type Answer, serviceForFile, workspaceWithUser } from '../helpers/service.ts';
 
-let service: TestService;
+const service = serviceForFile(test, {}, ['api', 'engine', 'operator']);
 /** A second service with a small body limit, for 413. */
-let small: TestService;
-
-test.before(async () => {
-  [service, small] = await Promise.all([startService(), startService({ BODY_LIMIT: '2048' })]);
-});
-test.after.always(async () => {
-  await Promise.all([service?.close(), small?.close()]);
-});
+const small = serviceForFile(test, { BODY_LIMIT: '2048' }, ['api', 'engine', 'operator']);
 
 const uuidRegex = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

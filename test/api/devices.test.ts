@@ -11,38 +11,27 @@ import test from 'ava';
 import { setDeviceBusy } from '../../core/devices/devices.ts';
 import { sipCredentialsOf } from '../../core/devices/sip-credentials.ts';
 import type { Scope } from '../../core/scopes.ts';
-import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import {
   type Answer,
   isError,
   liveCall,
   memberToken as memberTokenOf,
-  startService,
-  type TestService,
   userToken as sessionToken,
   workspaceWithUser,
+  serviceForFile,
+  signingKeysForFile,
+  type WorkspaceSetup,
 } from '../helpers/service.ts';
 
-let service: TestService;
-let keys: SigningKeys;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-  keys = await loadSigningKeys(service.pool, undefined);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
+const service = serviceForFile(test);
+const keys = signingKeysForFile(test, service);
 
 /** A user token of the setup's workspace (the user is created first when it is not alice). */
-const userToken = (setup: Setup, externalUserId = 'alice', scopes: Scope[] = ['devices:*']) =>
+const userToken = (setup: WorkspaceSetup, externalUserId = 'alice', scopes: Scope[] = ['devices:*']) =>
   sessionToken(service, setup, scopes, externalUserId);
 
 /** A member of the setup's workspace and a member token of theirs. */
-const memberToken = (setup: Setup, scopes: Scope[] = ['devices:*']) => memberTokenOf(service, setup, scopes);
+const memberToken = (setup: WorkspaceSetup, scopes: Scope[] = ['devices:*']) => memberTokenOf(service, setup, scopes);
 
 function register(auth: string, body: Record<string, unknown>, idempotencyKey?: string): Promise<Answer> {
   return service.request('POST', '/api/v1/devices', { auth, body, ...(idempotencyKey ? { idempotencyKey } : {}) });
@@ -65,7 +54,7 @@ async function databaseNow(): Promise<number> {
   return (result.rows[0] as { now: Date }).now.getTime();
 }
 
-const aCall = (setup: Setup) => liveCall(service.pool, setup);
+const aCall = (setup: WorkspaceSetup) => liveCall(service.pool, setup);
 
 test('op 59: a user token registers its phone (201); the same clientId re-registers it (200, same id)', async (t) => {
   const setup = await workspaceWithUser(service);

@@ -9,29 +9,11 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { fingerprint } from '../../api/idempotency.ts';
 import { resetLegacySecret } from '../../core/identity/applications.ts';
-import {
-  type Answer,
-  memberToken,
-  startService,
-  type TestService,
-  userToken,
-  workspaceWithUser,
-} from '../helpers/service.ts';
+import { type Answer, memberToken, serviceForFile, userToken, workspaceWithUser } from '../helpers/service.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 /** A service whose scopes keep at most 3 answers. */
-let limited: TestService;
-
-test.before(async () => {
-  [service, limited] = await Promise.all([
-    startService({}, ['api']),
-    startService({ IDEMPOTENCY_ANSWERS_PER_SCOPE: '3' }, ['api']),
-  ]);
-});
-
-test.after.always(async () => {
-  await Promise.all([service?.close(), limited?.close()]);
-});
+const limited = serviceForFile(test, { IDEMPOTENCY_ANSWERS_PER_SCOPE: '3' });
 
 const replayed = (answer: Answer) => answer.headers.get('idempotent-replayed') === 'true';
 

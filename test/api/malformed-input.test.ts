@@ -15,21 +15,11 @@ import { startCall } from '../../core/calls/calls.ts';
 import { makeOffers } from '../../core/devices/offers.ts';
 import { createMember } from '../../core/identity/members.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
-import { startOidcIssuer, type OidcIssuer } from '../helpers/oidc-issuer.ts';
+import { identityServiceForFile } from '../helpers/identity.ts';
 import { type DocumentOperation, documentOperations, type Probe, probesFor } from '../helpers/request-corpus.ts';
-import { type Answer, isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { type Answer, isError, workspaceWithUser } from '../helpers/service.ts';
 
-let service: TestService;
-let issuer: OidcIssuer;
-
-test.before(async () => {
-  issuer = await startOidcIssuer();
-  service = await startService({ OIDC_ISSUER: issuer.issuer, OIDC_AUDIENCE: issuer.audience });
-});
-test.after.always(async () => {
-  await service?.close();
-  await issuer?.close();
-});
+const { service, oidc: issuer } = identityServiceForFile(test, { logins: true });
 
 interface Reply {
   status: number;

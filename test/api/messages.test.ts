@@ -13,17 +13,9 @@ import { optOut } from '../../core/messages/opt-outs.ts';
 import { openLinkStore } from '../../core/messages/store.ts';
 import { type Capability, decideTextingRegistration } from '../../core/numbers/numbers.ts';
 import { textingSetup } from '../helpers/messages.ts';
-import { isError, startService, type TestService, userToken, workspaceWithUser } from '../helpers/service.ts';
+import { isError, userToken, workspaceWithUser, serviceForFile } from '../helpers/service.ts';
 
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
 
 let peers = 0;
 /** A valid US number (libphonenumber) no other send of the file uses. */

@@ -9,17 +9,9 @@ import { randomInt } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import { importNumbers } from '../../core/numbers/numbers.ts';
 import { runCli } from '../helpers/cli.ts';
-import { isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { isError, workspaceWithUser, serviceForFile } from '../helpers/service.ts';
 
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
 
 /** `count` numbers that share a random 7-digit stem of their own: `+1 <area> <stem><n>` */
 function freshNumbers(count: number, area = '415') {

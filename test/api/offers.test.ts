@@ -25,24 +25,15 @@ import {
   type Answer,
   isError,
   liveCall,
+  serviceForFile,
   startService,
-  type TestService,
   userToken as sessionToken,
   workspaceWithUser,
+  type WorkspaceSetup,
 } from '../helpers/service.ts';
 
 const poolSize = 4;
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({ DATABASE_POOL_SIZE: String(poolSize) }, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
+const service = serviceForFile(test, { DATABASE_POOL_SIZE: String(poolSize) });
 
 const sdpOffer = [
   'v=0',
@@ -60,7 +51,7 @@ const sdpOffer = [
 const sdpAnswer = sdpOffer.replace('4611731400430051336', '8402283922311234567').replace('actpass', 'active');
 
 /** A user token of the setup's workspace with devices:* (the user is created first when it is not alice). */
-const userToken = (setup: Setup, externalUserId = 'alice') =>
+const userToken = (setup: WorkspaceSetup, externalUserId = 'alice') =>
   sessionToken(service, setup, ['devices:*'], externalUserId);
 
 /** A browser device of the token's person, its presence lease live (registration starts it). */
@@ -73,13 +64,13 @@ async function device(token: string, kind = 'browser'): Promise<string> {
 let calls = 0;
 
 /** A live call of the setup's workspace, written as the engine writes one. */
-function newCall(setup: Setup): Promise<CallRow> {
+function newCall(setup: WorkspaceSetup): Promise<CallRow> {
   calls += 1;
   return liveCall(service.pool, setup, { from: `+1415555${String(1000 + calls).slice(-4)}` });
 }
 
 /** Offers the call to the devices, as the ring step does. */
-function offer(setup: Setup, call: CallRow, deviceIds: string[], more: Partial<NewOffers> = {}) {
+function offer(setup: WorkspaceSetup, call: CallRow, deviceIds: string[], more: Partial<NewOffers> = {}) {
   return makeOffers(service.pool, {
     callId: call.id,
     workspaceId: setup.workspace.id,

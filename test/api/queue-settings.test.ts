@@ -4,19 +4,11 @@
  * from their defaults, and 400 `invalid_request` for values out of their schemas.
  */
 import test from 'ava';
-import { startService, type TestService } from '../helpers/service.ts';
+import { serviceForFile } from '../helpers/service.ts';
 import { created, isInvalid, routingConfigHelpers } from '../helpers/routing-config.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 const { tenant, call } = routingConfigHelpers(() => service);
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 async function queueSpec(queueId: string): Promise<Record<string, unknown> | undefined> {
   const result = await service.pool.query<{ spec: Record<string, unknown> }>(

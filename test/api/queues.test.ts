@@ -13,7 +13,7 @@ import { createMember } from '../../core/identity/members.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { loadSigningKeys } from '../../core/service-secret.ts';
 import { mintToken } from '../../api/tokens.ts';
-import { startService, type TestService, isError } from '../helpers/service.ts';
+import { isError, serviceForFile } from '../helpers/service.ts';
 import {
   agentBody,
   created,
@@ -27,16 +27,8 @@ import {
   uuidRegex,
 } from '../helpers/routing-config.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 const { tenant, secondWorkspace, call, createPlan, archivePlan, createSchedule } = routingConfigHelpers(() => service);
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers

@@ -14,30 +14,20 @@ import { issueKey } from '../../core/identity/applications.ts';
 import { answerEntry, enterQueue, leaveQueue, setStateByPerson } from '../../core/queues/entries.ts';
 import { distribute } from '../../core/queues/distribution.ts';
 import { createQueue } from '../../core/queues/queues.ts';
-import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { addAgent } from '../helpers/contact-center.ts';
 import {
   type Answer,
   isError,
   liveCall,
-  startService,
-  type TestService,
   userToken,
   workspaceWithUser,
   type WorkspaceSetup,
+  serviceForFile,
+  signingKeysForFile,
 } from '../helpers/service.ts';
 
-let service: TestService;
-let keys: SigningKeys;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-  keys = await loadSigningKeys(service.pool, undefined);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
+const keys = signingKeysForFile(test, service);
 
 const noAgents = { offline: 0, available: 0, offered: 0, on_call: 0, wrap_up: 0, away: 0 };
 const noCalls = { initiated: 0, routing: 0, queued: 0, offering: 0, connected: 0, voicemail: 0 };

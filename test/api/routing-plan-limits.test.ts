@@ -30,6 +30,7 @@ import {
   request,
   startService,
   type TestService,
+  workspaceClient,
   workspaceWithUser,
 } from '../helpers/service.ts';
 
@@ -53,14 +54,7 @@ test.after.always(async () => {
   if (tlsDir !== undefined) await rm(tlsDir, { recursive: true, force: true });
 });
 
-function api(setup: Setup) {
-  return (method: string, path: string, body?: unknown) =>
-    service.request(method, `/api/v1${path}`, {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      ...(body === undefined ? {} : { body }),
-    });
-}
+const api = (setup: Setup) => workspaceClient(service, setup);
 
 const small = { entry: 'bye', steps: { bye: { type: 'hangup', message: null } } };
 

@@ -11,28 +11,18 @@ import { randomInt } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import { createMember } from '../../core/identity/members.ts';
 import { importNumbers } from '../../core/numbers/numbers.ts';
-import { type Answer, startService, type TestService, workspaceWithUser, isError } from '../helpers/service.ts';
+import {
+  type Answer,
+  workspaceWithUser,
+  isError,
+  serviceForFile,
+  workspaceClient,
+  type WorkspaceSetup,
+} from '../helpers/service.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
-
-type Setup = Awaited<ReturnType<typeof workspaceWithUser>>;
-
-function client(setup: Setup) {
-  return (method: string, path: string, body?: unknown) =>
-    service.request(method, `/api/v1${path}`, {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      ...(body === undefined ? {} : { body }),
-    });
-}
+const client = (setup: WorkspaceSetup) => workspaceClient(service, setup);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- answers are JSON checked by the tests themselves
 async function created(t: ExecutionContext, answer: Promise<Answer>): Promise<{ id: string } & Record<string, any>> {
@@ -109,7 +99,7 @@ function fullDefinition(ids: {
   };
 }
 
-async function numberIn(t: ExecutionContext, setup: Setup) {
+async function numberIn(t: ExecutionContext, setup: WorkspaceSetup) {
   const e164 = `+1628${randomInt(1_000_000, 9_999_999)}`;
   await importNumbers(service.pool, 'acme', [e164], ['voice', 'sms']);
   return created(t, client(setup)('POST', '/numbers', { e164 }));

@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { startService, type TestService, isError } from '../helpers/service.ts';
+import { isError, serviceForFile } from '../helpers/service.ts';
 import {
   hangup,
   isInUse,
@@ -23,16 +23,8 @@ import {
   workdays,
 } from '../helpers/routing-config.ts';
 
-let service: TestService;
+const service = serviceForFile(test);
 const { tenant, secondWorkspace, call, createPlan, archivePlan, createSchedule } = routingConfigHelpers(() => service);
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers

@@ -1,13 +1,7 @@
 import test from 'ava';
-import { startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { serviceForFile, workspaceWithUser } from '../helpers/service.ts';
 
-let service: TestService;
-test.before(async () => {
-  service = await startService();
-});
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test, {}, ['api', 'engine', 'operator']);
 
 test('a user token minted by the application key reads its own workspace users list only with scope', async (t) => {
   const setup = await workspaceWithUser(service);

@@ -10,17 +10,9 @@ import { openLinkStore } from '../../core/messages/store.ts';
 import { allScopes } from '../../core/scopes.ts';
 import { importNumbers, claimNumber } from '../../core/numbers/numbers.ts';
 import { textingSetup, newNumber } from '../helpers/messages.ts';
-import { isError, startService, type TestService, userToken } from '../helpers/service.ts';
+import { isError, userToken, serviceForFile } from '../helpers/service.ts';
 
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
 
 let recipients = 0;
 /** A valid French mobile number no other test of the file sends to. */

@@ -15,21 +15,10 @@ import { loadSigningKeys } from '../../core/service-secret.ts';
 import { isPublicAddress } from '../../core/webhooks/address.ts';
 import { openSecret } from '../../core/sealing.ts';
 import { checkWebhookUrl } from '../../core/webhooks/url.ts';
-import { isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { isError, serviceForFile, type TestService, workspaceWithUser } from '../helpers/service.ts';
 
-let service: TestService;
-let permissive: TestService;
-
-test.before(async () => {
-  [service, permissive] = await Promise.all([
-    startService({}, ['api']),
-    startService({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, ['api']),
-  ]);
-});
-
-test.after.always(async () => {
-  await Promise.all([service?.close(), permissive?.close()]);
-});
+const service = serviceForFile(test);
+const permissive = serviceForFile(test, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers

@@ -9,17 +9,9 @@ import { encodeText } from '../../core/messages/encoding.ts';
 import { defaultHelpReply } from '../../core/messages/keywords.ts';
 import { openLinkStore } from '../../core/messages/store.ts';
 import { textingSetup } from '../helpers/messages.ts';
-import { isError, startService, type TestService, workspaceWithUser } from '../helpers/service.ts';
+import { isError, workspaceWithUser, serviceForFile } from '../helpers/service.ts';
 
-let service: TestService;
-
-test.before(async () => {
-  service = await startService({}, ['api']);
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
+const service = serviceForFile(test);
 
 test('the help text is the default until set; PATCH sets it, keeps it across other changes, null resets it', async (t) => {
   const setup = await workspaceWithUser(service);

@@ -3,19 +3,18 @@
  * OIDC issuer when a file needs them) and the requests those tests make over and over (workspaces, keys, user and
  * member sessions, lists walked page by page).
  *
- * The helpers read the file's service (and issuer) when called, so a file takes them at load time and starts the
- * service in its `test.before`:
+ * The helpers read the file's service (and issuer) when called, so a file takes them at load time, beside the service
+ * it starts before its tests:
  *
- *     let service: TestService;
+ *     const { service } = identityServiceForFile(test);
  *     const { createKey, mintSession } = identityHelpers(() => service);
- *     test.before(async () => (service = await startIdentityService()));
  */
 import { randomUUID } from 'node:crypto';
-import type { ExecutionContext } from 'ava';
+import type { ExecutionContext, TestFn } from 'ava';
 import { issueKey } from '../../core/identity/applications.ts';
 import { createMember } from '../../core/identity/members.ts';
 import type { Scope } from '../../core/scopes.ts';
-import type { LoginOptions, OidcIssuer } from './oidc-issuer.ts';
+import { type LoginOptions, type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
 import { type Answer, startService, type TestService } from './service.ts';
 
 export const fifteenMinutes = 15 * 60_000;
@@ -23,6 +22,35 @@ export const fifteenMinutes = 15 * 60_000;
 /** A service with every role; with member logins configured against `issuer` when given. */
 export function startIdentityService(issuer?: OidcIssuer): Promise<TestService> {
   return startService(issuer ? { OIDC_ISSUER: issuer.issuer, OIDC_AUDIENCE: issuer.audience } : {});
+}
+
+/**
+ * The service of an identity test file (every role, as startIdentityService starts it), started before the file's
+ * tests and closed after them; with `logins`, member logins are configured against a local OIDC issuer, `oidc`,
+ * started first and closed last (without, `oidc` stays empty). Called at load time:
+ * `const { service, oidc } = identityServiceForFile(test, { logins: true });`.
+ */
+export function identityServiceForFile(
+  test: TestFn,
+  options: { logins?: boolean } = {},
+): { service: TestService; oidc: OidcIssuer } {
+  const service = {} as TestService;
+  const oidc = {} as OidcIssuer;
+  let started: TestService | undefined;
+  let issuer: OidcIssuer | undefined;
+  test.before(async () => {
+    if (options.logins) {
+      issuer = await startOidcIssuer();
+      Object.defineProperties(oidc, Object.getOwnPropertyDescriptors(issuer));
+    }
+    started = await startIdentityService(issuer);
+    Object.defineProperties(service, Object.getOwnPropertyDescriptors(started));
+  });
+  test.after.always(async () => {
+    await started?.close();
+    await issuer?.close();
+  });
+  return { service, oidc };
 }
 
 export function flipSignature(token: string): string {

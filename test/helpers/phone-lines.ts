@@ -12,19 +12,14 @@ import { runCli } from './cli.ts';
 import { freeUdpPort } from './free-port.ts';
 import { sippFailed } from './engine-service.ts';
 import { runSipp, startSippServer } from './sipp.ts';
-import { type Answer, type TestService, workspaceWithUser } from './service.ts';
+import { type Answer, type TestService, workspaceClient, workspaceWithUser } from './service.ts';
 
 export type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
 
 /** A fresh workspace (and application) with the REST API bound to it. */
 export async function workspaceApi(service: TestService) {
   const setup = await workspaceWithUser(service);
-  const api: Api = (method, path, body) =>
-    service.request(method, `/api/v1${path}`, {
-      auth: setup.apiKey,
-      workspaceId: setup.workspace.id,
-      ...(body === undefined ? {} : { body }),
-    });
+  const api: Api = workspaceClient(service, setup);
   return { setup, api };
 }
 

@@ -1,4 +1,4 @@
-import type { ExecutionContext } from 'ava';
+import type { ExecutionContext, TestFn } from 'ava';
 /**
  * A running service for a test file: a fresh database, the roles started in this process on a free port, real HTTP
  * requests through `fetch`, and the JSON log lines it wrote.
@@ -12,13 +12,15 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { mintToken } from '../../api/tokens.ts';
 import { addLeg, type CallRow, changeState, type NewCall, startCall } from '../../core/calls/calls.ts';
+import { parseCallCommand } from '../../core/calls/commands.ts';
+import { callControlChannel } from '../../core/change-notices.ts';
 import type { Clock } from '../../core/clock.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createApplication } from '../../core/identity/applications.ts';
 import { createMember, type MemberRow } from '../../core/identity/members.ts';
 import { type Role, startRoles } from '../../app/roles.ts';
 import { defaultKeyScopes, type Scope } from '../../core/scopes.ts';
-import { loadSigningKeys } from '../../core/service-secret.ts';
+import { loadSigningKeys, type SigningKeys } from '../../core/service-secret.ts';
 import { freshDatabase } from './database.ts';
 
 export interface Answer {
@@ -172,6 +174,42 @@ export async function startService(
   };
 }
 
+/**
+ * One service for the whole test file, the way most API test files run: started (the API role only unless `roles`
+ * says) before the file's tests, closed after them. Called at load time, `const service = serviceForFile(test);`, it
+ * is the running service once the tests start. A file's services start side by side; a `before` hook of the file that
+ * needs one running is a serial one (as in signingKeysForFile), which waits for the hooks registered before it.
+ */
+export function serviceForFile(
+  test: TestFn,
+  env: Record<string, string> = {},
+  roles: readonly Role[] = ['api'],
+  options: { clock?: Clock; hangupWaitMs?: number } = {},
+): TestService {
+  const service = {} as TestService;
+  let started: TestService | undefined;
+  test.before(async () => {
+    started = await startService(env, roles, options);
+    Object.defineProperties(service, Object.getOwnPropertyDescriptors(started));
+  });
+  test.after.always(async () => {
+    await started?.close();
+  });
+  return service;
+}
+
+/**
+ * The signing keys of the file's service (serviceForFile, called first), loaded once it runs and before the file's
+ * tests: for the tests that mint member tokens or unseal secrets themselves, with the keys the service uses.
+ */
+export function signingKeysForFile(test: TestFn, service: TestService): SigningKeys {
+  const keys = {} as SigningKeys;
+  test.serial.before(async () => {
+    Object.assign(keys, await loadSigningKeys(service.pool, undefined));
+  });
+  return keys;
+}
+
 /** An application with one workspace and one user, the common start of a test. */
 export async function workspaceWithUser(service: TestService, applicationId?: string, scopes?: readonly Scope[]) {
   const app = await service.application(applicationId, scopes);
@@ -192,6 +230,19 @@ export async function workspaceWithUser(service: TestService, applicationId?: st
 
 /** What `workspaceWithUser` makes: an application, its workspace and the user alice. */
 export type WorkspaceSetup = Awaited<ReturnType<typeof workspaceWithUser>>;
+
+/**
+ * The REST API bound to the setup's workspace, asked with its application key: `api('POST', '/queues', body)`
+ * requests `/api/v1/queues`. How the tests that make a workspace's resources ask.
+ */
+export function workspaceClient(service: TestService, setup: WorkspaceSetup) {
+  return (method: string, path: string, body?: unknown): Promise<Answer> =>
+    service.request(method, `/api/v1${path}`, {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      ...(body === undefined ? {} : { body }),
+    });
+}
 
 /**
  * A user token of the setup's workspace (operation 1) with these scopes; the user is created first when it is not
@@ -280,4 +331,44 @@ export async function connectedCall(pool: pg.Pool, setup: WorkspaceSetup, engine
   const legId = await addLeg(pool, row.id, { role: 'browser', remote: 'device x', sipCallId: null });
   await changeState(pool, row.id, 'connected', { connectedLeg: { id: legId, role: 'browser' } });
   return row;
+}
+
+/**
+ * One call command of the API (`POST /api/v1/calls/{id}/hold`, `transfer`, `supervise`, ...) as a function of the
+ * file: `const hold = callCommand(service, 'hold')`, then `hold(setup, callId, body)` asks it on a call of the setup's
+ * workspace with the setup's key, unless `options` say otherwise. How the call commands' API tests ask.
+ */
+export function callCommand(service: TestService, command: string) {
+  return (setup: WorkspaceSetup, callId: string, body: unknown, options: RequestOptions = {}): Promise<Answer> =>
+    service.request('POST', `/api/v1/calls/${callId}/${command}`, {
+      auth: setup.apiKey,
+      workspaceId: setup.workspace.id,
+      body,
+      ...options,
+    });
+}
+
+/**
+ * Listens on the call control channel as the engine would, until the test ends: `heard` is every command for `callId`
+ * so far, `next(count)` waits for the first `count` of them. For the call commands' API tests, which run no engine.
+ */
+export async function callControlListener(t: ExecutionContext, service: TestService, callId: string) {
+  const heard: unknown[] = [];
+  let wake = () => {};
+  const client = new pg.Client({ connectionString: service.databaseUrl });
+  client.on('notification', (message) => {
+    const command = parseCallCommand(message.payload ?? '');
+    if (message.channel === callControlChannel && command?.callId === callId) heard.push(command);
+    wake();
+  });
+  await client.connect();
+  await client.query(`LISTEN ${callControlChannel}`);
+  t.teardown(() => client.end());
+  return {
+    heard,
+    next: async (count: number) => {
+      while (heard.length < count) await new Promise<void>((resolve) => (wake = resolve));
+      return heard.slice(0, count);
+    },
+  };
 }

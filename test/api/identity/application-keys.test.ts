@@ -10,21 +10,13 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test from 'ava';
 import { resetLegacySecret } from '../../../core/identity/applications.ts';
 import { allScopes, defaultKeyScopes } from '../../../core/scopes.ts';
-import { identityHelpers, startIdentityService } from '../../helpers/identity.ts';
-import { type Answer, type TestService, workspaceWithUser, isError } from '../../helpers/service.ts';
+import { identityHelpers, identityServiceForFile } from '../../helpers/identity.ts';
+import { type Answer, workspaceWithUser, isError } from '../../helpers/service.ts';
 
-let service: TestService;
+const { service } = identityServiceForFile(test);
 const { createWorkspace, createKey, keyOf, createKeyAnswer, listKeys, mintSession, walk } = identityHelpers(
   () => service,
 );
-
-test.before(async () => {
-  service = await startIdentityService();
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operations 3-5: application keys

@@ -17,27 +17,15 @@ import {
   identityHelpers,
   isNumberList,
   newEmail,
-  startIdentityService,
+  identityServiceForFile,
 } from '../../helpers/identity.ts';
-import { type OidcIssuer, startOidcIssuer } from '../../helpers/oidc-issuer.ts';
-import { startService, type TestService, workspaceWithUser, isError } from '../../helpers/service.ts';
+import { startService, workspaceWithUser, isError } from '../../helpers/service.ts';
 
-let service: TestService;
-let oidc: OidcIssuer;
+const { service, oidc } = identityServiceForFile(test, { logins: true });
 const { createWorkspace, userToken, listNumbers, addMember, login, memberSession, memberToken } = identityHelpers(
   () => service,
   () => oidc,
 );
-
-test.before(async () => {
-  oidc = await startOidcIssuer();
-  service = await startIdentityService(oidc);
-});
-
-test.after.always(async () => {
-  await service?.close();
-  await oidc?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operation 2: POST /api/v1/member-sessions

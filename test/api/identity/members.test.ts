@@ -8,26 +8,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { identityHelpers, newEmail, startIdentityService } from '../../helpers/identity.ts';
-import { type OidcIssuer, startOidcIssuer } from '../../helpers/oidc-issuer.ts';
-import { type TestService, workspaceWithUser, isError } from '../../helpers/service.ts';
+import { identityHelpers, newEmail, identityServiceForFile } from '../../helpers/identity.ts';
+import { workspaceWithUser, isError } from '../../helpers/service.ts';
 
-let service: TestService;
-let oidc: OidcIssuer;
+const { service, oidc } = identityServiceForFile(test, { logins: true });
 const { createWorkspace, addMember, memberToken, walk } = identityHelpers(
   () => service,
   () => oidc,
 );
-
-test.before(async () => {
-  oidc = await startOidcIssuer();
-  service = await startIdentityService(oidc);
-});
-
-test.after.always(async () => {
-  await service?.close();
-  await oidc?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operations 15-16: members

@@ -15,20 +15,12 @@ import {
   flipSignature,
   identityHelpers,
   isNumberList,
-  startIdentityService,
+  identityServiceForFile,
 } from '../../helpers/identity.ts';
-import { type TestService, workspaceWithUser, isError } from '../../helpers/service.ts';
+import { workspaceWithUser, isError } from '../../helpers/service.ts';
 
-let service: TestService;
+const { service } = identityServiceForFile(test);
 const { createKey, createKeyAnswer, mintSession, userToken, listNumbers } = identityHelpers(() => service);
-
-test.before(async () => {
-  service = await startIdentityService();
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operation 1: POST /api/v1/sessions

@@ -6,19 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
-import { identityHelpers, startIdentityService } from '../../helpers/identity.ts';
-import { type TestService, workspaceWithUser, isError } from '../../helpers/service.ts';
+import { identityHelpers, identityServiceForFile } from '../../helpers/identity.ts';
+import { workspaceWithUser, isError } from '../../helpers/service.ts';
 
-let service: TestService;
+const { service } = identityServiceForFile(test);
 const { createWorkspace, mintSession, walk } = identityHelpers(() => service);
-
-test.before(async () => {
-  service = await startIdentityService();
-});
-
-test.after.always(async () => {
-  await service?.close();
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operations 11-14: application users
