@@ -58,6 +58,18 @@ export const carrierMessagingChannel = 'switchboard_carrier_messaging';
 export const verificationsChannel = 'switchboard_verifications';
 
 /**
+ * An event was appended (core/events/outbox.ts): the webhook dispatchers claim its deliveries
+ * (engine/delivery/dispatcher.ts). An append skips it while a dispatcher is awake anyway.
+ */
+export const eventsChannel = 'switchboard_events';
+
+/**
+ * A custom resource changed in the PostgreSQL store (core/resources/postgres-store.ts, without a cluster): its
+ * watches read what changed.
+ */
+export const resourcesChannel = 'switchboard_resources';
+
+/**
  * A notice's JSON payload when `schema` (a compiled TypeBox schema) accepts it; undefined for anything else
  * (unreadable JSON, another shape): payloads come from other processes and are checked before use.
  */

@@ -8,11 +8,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
+import { eventsChannel } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import { compileStrict } from '../validation.ts';
 import { type Event, type EventType, eventSchemas, streamOf } from './types.ts';
-
-export const eventsChannel = 'switchboard_events';
 
 /**
  * An append skips its NOTIFY when a dispatcher promises to stay awake (claiming every 25 ms) at least this much

@@ -8,7 +8,7 @@
  * write notifies `switchboard_resources` at commit to wake watchers; a poll covers a lost notice.
  */
 import type pg from 'pg';
-import { ChangeListener } from '../change-notices.ts';
+import { ChangeListener, resourcesChannel } from '../change-notices.ts';
 import type { Queryable } from '../database.ts';
 import {
   type Resource,
@@ -22,8 +22,6 @@ import {
   type WatchEvent,
   type WriteOptions,
 } from './store.ts';
-
-export const resourcesChannel = 'switchboard_resources';
 
 interface ResourceRow {
   kind: ResourceKind;

@@ -4,7 +4,7 @@
  * with its labels and the status to write after it, or a delete); once that transaction committed, the write is
  * carried to the Kubernetes API with no database connection held (api/resource-writes.ts), and the row keeps the
  * uid and generation the apply answered (`writeDone`), or the error and when to try again (`writeFailed`). A
- * reconcile asks `writeState` under its record's lock: a write still pending, or a resource read before the
+ * reconcile asks `writeAhead` under its record's lock: a write still pending, or a resource read before the
  * generation the API applied, is not one to converge the records to.
  */
 import type { Queryable } from '../database.ts';

@@ -24,7 +24,7 @@ import { Registry } from 'prom-client';
 import { ChangeListener } from '../../core/change-notices.ts';
 import { type Clock, systemClock } from '../../core/clock.ts';
 import { webhookShares } from '../../core/config.ts';
-import { eventsChannel } from '../../core/events/outbox.ts';
+import { eventsChannel } from '../../core/change-notices.ts';
 import type { Log } from '../../core/log.ts';
 import { openSecret } from '../../core/sealing.ts';
 import { type AttemptResult, attemptDelivery, defaultAttemptTimeoutMs, deliveryAgent } from './attempt.ts';

@@ -12,13 +12,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
 import { inTransaction } from '../../../core/database.ts';
-import {
-  appendEvent,
-  type AppendedEvent,
-  appendEvents,
-  eventsChannel,
-  type NewEvent,
-} from '../../../core/events/outbox.ts';
+import { appendEvent, type AppendedEvent, appendEvents, type NewEvent } from '../../../core/events/outbox.ts';
+import { eventsChannel } from '../../../core/change-notices.ts';
 import { loadSigningKeys } from '../../../core/service-secret.ts';
 import { describeAddress, isPublicAddress } from '../../../core/webhooks/address.ts';
 import type { Clock } from '../../../core/clock.ts';
